@@ -1,0 +1,36 @@
+// Command dnsd is the etcdns DNS frontend: it loads and watches the record
+// prefixes in etcd, holds the records in memory and answers from memory.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdns/etcdns"
+	"github.com/etcdns/etcdns/config"
+)
+
+func main() {
+	cmd := &cobra.Command{
+		Use:           "dnsd",
+		Short:         "Kubernetes DNS answered from memory, kept current by an etcd watch",
+		Version:       etcdns.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	loader := config.NewLoader(cmd.Flags(), "etcd", "cluster", "dnsd")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loader.Load()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), cfg)
+	}
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "dnsd:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,36 @@
+// Command publisher watches Kubernetes (or a directory of manifests) and
+// writes the DNS records of its objects into etcd in the keys layout.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdns/etcdns"
+	"github.com/etcdns/etcdns/config"
+)
+
+func main() {
+	cmd := &cobra.Command{
+		Use:           "publisher",
+		Short:         "Publish Kubernetes DNS records into etcd",
+		Version:       etcdns.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	loader := config.NewLoader(cmd.Flags(), "etcd", "cluster", "publisher")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loader.Load()
+		if err != nil {
+			return err
+		}
+		return run(cmd.Context(), cfg)
+	}
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "publisher:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,305 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/etcdns/etcdns"
+	"github.com/etcdns/etcdns/keys"
+)
+
+// Config is config.yaml as types. Field tags are the file's keys.
+type Config struct {
+	Etcd      Etcd      `mapstructure:"etcd"`
+	Cluster   Cluster   `mapstructure:"cluster"`
+	Publisher Publisher `mapstructure:"publisher"`
+	Dnsd      Dnsd      `mapstructure:"dnsd"`
+}
+
+type Etcd struct {
+	Endpoints      []string      `mapstructure:"endpoints"`
+	DialTimeout    time.Duration `mapstructure:"dial-timeout"`
+	RequestTimeout time.Duration `mapstructure:"request-timeout"`
+	Username       string        `mapstructure:"username"`
+	Password       string        `mapstructure:"password"`
+	CAFile         string        `mapstructure:"ca-file"`
+	CertFile       string        `mapstructure:"cert-file"`
+	KeyFile        string        `mapstructure:"key-file"`
+	Embedded       Embedded      `mapstructure:"embedded"`
+}
+
+type Embedded struct {
+	DataDir   string `mapstructure:"data-dir"`
+	ClientURL string `mapstructure:"client-url"`
+	PeerURL   string `mapstructure:"peer-url"`
+}
+
+type Cluster struct {
+	ID     string  `mapstructure:"id"`
+	Domain string  `mapstructure:"domain"`
+	Pods   PodMode `mapstructure:"pods"`
+}
+
+// PodMode says where a-b-c-d.<ns>.pod.<zone> answers come from.
+type PodMode string
+
+const (
+	PodsInsecure PodMode = "insecure"
+	PodsVerified PodMode = "verified"
+	PodsDisabled PodMode = "disabled"
+)
+
+type Publisher struct {
+	Source         string        `mapstructure:"source"`
+	Kubeconfig     string        `mapstructure:"kubeconfig"`
+	Namespaces     []string      `mapstructure:"namespaces"`
+	LabelSelector  string        `mapstructure:"label-selector"`
+	Prefix         string        `mapstructure:"prefix"`
+	ReversePrefix  string        `mapstructure:"reverse-prefix"`
+	TTL            uint32        `mapstructure:"ttl"`
+	DryRun         bool          `mapstructure:"dry-run"`
+	MetricsListen  string        `mapstructure:"metrics-listen"`
+	LeaderElection bool          `mapstructure:"leader-election"`
+	LeaseTTL       time.Duration `mapstructure:"lease-ttl"`
+	MaxTxnOps      int           `mapstructure:"max-txn-ops"`
+	MaxTxnBytes    int           `mapstructure:"max-txn-bytes"`
+}
+
+type Dnsd struct {
+	Listen        string   `mapstructure:"listen"`
+	Zones         []string `mapstructure:"zones"`
+	TTL           uint32   `mapstructure:"ttl"`
+	Rotate        bool     `mapstructure:"rotate"`
+	SOAMname      string   `mapstructure:"soa-mname"`
+	SOARname      string   `mapstructure:"soa-rname"`
+	SOATTL        uint32   `mapstructure:"soa-ttl"`
+	SOARefresh    uint32   `mapstructure:"soa-refresh"`
+	SOARetry      uint32   `mapstructure:"soa-retry"`
+	SOAExpire     uint32   `mapstructure:"soa-expire"`
+	SOAMinimum    uint32   `mapstructure:"soa-minimum"`
+	MetricsListen string   `mapstructure:"metrics-listen"`
+}
+
+// Zone is one served zone and the etcd prefix its records are under.
+type Zone struct {
+	Name   string
+	Prefix string
+}
+
+// ParsedZones reads dnsd.zones ("zone=prefix", prefix optional).
+func (d Dnsd) ParsedZones() ([]Zone, error) {
+	var out []Zone
+	seen := map[string]bool{}
+	for _, z := range d.Zones {
+		name, prefix, ok := strings.Cut(z, "=")
+		if !ok {
+			prefix = keys.DefaultPrefix
+		}
+		n, err := keys.CanonicalName(strings.TrimSpace(name))
+		if err != nil {
+			return nil, fmt.Errorf("dnsd.zones: %q: %w", z, err)
+		}
+		if err := keys.CheckPrefix(strings.TrimSpace(prefix)); err != nil {
+			return nil, fmt.Errorf("dnsd.zones: %q: %w", z, err)
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("dnsd.zones: zone %q listed twice", n)
+		}
+		seen[n] = true
+		out = append(out, Zone{Name: n, Prefix: strings.TrimSpace(prefix)})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("dnsd.zones: at least one zone is needed")
+	}
+	return out, nil
+}
+
+// Files is the directory of a files:<dir> source, or "" for kubernetes.
+func (p Publisher) Files() string {
+	dir, _ := strings.CutPrefix(p.Source, "files:")
+	if dir == p.Source {
+		return ""
+	}
+	return dir
+}
+
+// Loader binds a program's flags to the settings it uses.
+type Loader struct {
+	v        *viper.Viper
+	sections []string
+	file     *string
+}
+
+// NewLoader registers --config and one flag per setting of the given
+// top-level sections of config.yaml, documented with the file's comments.
+func NewLoader(fs *pflag.FlagSet, sections ...string) *Loader {
+	l := &Loader{v: viper.New(), sections: sections}
+	l.file = fs.String("config", "", "configuration file (YAML, the keys of config.yaml); ETCDNS_CONFIG also works")
+	for _, s := range Settings() {
+		if !l.uses(s.Key) {
+			continue
+		}
+		switch s.Kind {
+		case KindList:
+			fs.StringSlice(s.Key, s.List, s.Comment)
+		case KindBool:
+			fs.Bool(s.Key, s.Default == "true", s.Comment)
+		default:
+			fs.String(s.Key, s.Default, s.Comment)
+		}
+		_ = l.v.BindPFlag(s.Key, fs.Lookup(s.Key))
+	}
+	return l
+}
+
+func (l *Loader) uses(key string) bool {
+	for _, s := range l.sections {
+		if strings.HasPrefix(key, s+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// Load merges defaults, file, environment and flags, and validates the
+// result. Call it after the flags are parsed.
+func (l *Loader) Load() (*Config, error) {
+	v := l.v
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(etcdns.DefaultConfig)); err != nil {
+		return nil, fmt.Errorf("built-in defaults: %w", err)
+	}
+	v.SetEnvPrefix("ETCDNS")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
+	v.AutomaticEnv()
+	file := *l.file
+	if file == "" {
+		file = v.GetString("config")
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		if err := v.MergeInConfig(); err != nil {
+			return nil, fmt.Errorf("config file %s: %w", file, err)
+		}
+	}
+	var c Config
+	err := v.UnmarshalExact(&c, func(dc *mapstructure.DecoderConfig) {
+		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if err := c.Validate(l.sections...); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Validate checks the sections a program uses, naming the key at fault.
+func (c *Config) Validate(sections ...string) error {
+	uses := func(s string) bool {
+		for _, x := range sections {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	}
+	var errs []error
+	bad := func(key string, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if uses("etcd") {
+		for _, e := range c.Etcd.Endpoints {
+			if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad("etcd.endpoints", "%q is not an http(s) URL", e)
+			}
+		}
+		if c.Etcd.DialTimeout <= 0 {
+			bad("etcd.dial-timeout", "must be positive")
+		}
+		if c.Etcd.RequestTimeout <= 0 {
+			bad("etcd.request-timeout", "must be positive")
+		}
+		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
+			bad("etcd.cert-file", "cert-file and key-file go together")
+		}
+		for key, raw := range map[string]string{"etcd.embedded.client-url": c.Etcd.Embedded.ClientURL, "etcd.embedded.peer-url": c.Etcd.Embedded.PeerURL} {
+			if u, err := url.Parse(raw); err != nil || u.Scheme != "http" || u.Host == "" {
+				bad(key, "%q is not an http URL", raw)
+			}
+		}
+	}
+	if uses("cluster") {
+		if !keys.IsLabel(c.Cluster.ID) {
+			bad("cluster.id", "%q is not a lowercase DNS label", c.Cluster.ID)
+		}
+		if _, err := keys.CanonicalName(c.Cluster.Domain); err != nil {
+			bad("cluster.domain", "%v", err)
+		}
+		switch c.Cluster.Pods {
+		case PodsInsecure, PodsVerified, PodsDisabled:
+		default:
+			bad("cluster.pods", "%q: want insecure, verified or disabled", c.Cluster.Pods)
+		}
+	}
+	if uses("publisher") {
+		p := c.Publisher
+		if p.Source != "kubernetes" && p.Files() == "" {
+			bad("publisher.source", "%q: want kubernetes or files:<dir>", p.Source)
+		}
+		if err := keys.CheckPrefix(p.Prefix); err != nil {
+			bad("publisher.prefix", "%v", err)
+		}
+		if err := keys.CheckPrefix(p.ReversePrefix); err != nil {
+			bad("publisher.reverse-prefix", "%v", err)
+		}
+		checkListen(bad, "publisher.metrics-listen", p.MetricsListen)
+		if p.LeaseTTL < 2*time.Second {
+			bad("publisher.lease-ttl", "%s: at least 2s", p.LeaseTTL)
+		}
+		if p.MaxTxnOps < 2 {
+			bad("publisher.max-txn-ops", "%d: at least 2", p.MaxTxnOps)
+		}
+		if p.MaxTxnBytes < 4096 {
+			bad("publisher.max-txn-bytes", "%d: at least 4096", p.MaxTxnBytes)
+		}
+	}
+	if uses("dnsd") {
+		d := c.Dnsd
+		if _, _, err := net.SplitHostPort(d.Listen); err != nil {
+			bad("dnsd.listen", "%q: %v", d.Listen, err)
+		}
+		if _, err := d.ParsedZones(); err != nil {
+			errs = append(errs, err)
+		}
+		checkListen(bad, "dnsd.metrics-listen", d.MetricsListen)
+		for key, n := range map[string]string{"dnsd.soa-mname": d.SOAMname, "dnsd.soa-rname": d.SOARname} {
+			if _, err := keys.CanonicalName(n); err != nil {
+				bad(key, "%v", err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkListen(bad func(string, string, ...any), key, addr string) {
+	if addr == "" {
+		return
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		bad(key, "%q: %v", addr, err)
+	}
+}

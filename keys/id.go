@@ -1,0 +1,64 @@
+package keys
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strconv"
+
+	"github.com/miekg/dns"
+)
+
+// idLen characters of base32hex carry 80 bits: wider than the 64 the
+// contract asks for, and still a short, lowercase, valid DNS label.
+const idLen = 16
+
+var idEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// ID derives a record's id from its owner (v.Cluster, and v.Source, the object
+// in that cluster), its type and its data. The same desired record always
+// gets the same id, so writing it again is a no-op; two clusters never derive
+// the same id, so they never write the same key; and two objects that want
+// the same record (two host-network pods on one node) get a key each, so
+// removing one never removes the other's. The owner name is not hashed: it
+// is already in the key.
+func ID(rrtype uint16, v Value) string {
+	h := sha256.New()
+	h.Write([]byte(v.Cluster))
+	h.Write([]byte{0})
+	h.Write([]byte(v.Source))
+	h.Write([]byte{0})
+	h.Write([]byte(dns.TypeToString[rrtype]))
+	h.Write([]byte{0})
+	h.Write([]byte(recordData(rrtype, v)))
+	sum := h.Sum(nil)
+	return idEncoding.EncodeToString(sum[:10])
+}
+
+// recordData is the part of a value that makes a record distinct, in a
+// canonical form; TTL, group and source are deliberately left out so that a
+// TTL change rewrites a value in place instead of moving it to a new key.
+func recordData(rrtype uint16, v Value) string {
+	switch rrtype {
+	case dns.TypeTXT:
+		return v.Text
+	case dns.TypeSRV:
+		return strconv.Itoa(v.Priority) + " " + strconv.Itoa(v.Weight) + " " + strconv.Itoa(v.Port) + " " + v.Target()
+	case dns.TypeCNAME, dns.TypePTR:
+		return v.Target()
+	}
+	return v.Host
+}
+
+// IsID reports whether s has the shape of an id made by ID.
+func IsID(s string) bool {
+	if len(s) != idLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'v') {
+			return false
+		}
+	}
+	return true
+}
