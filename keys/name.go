@@ -34,7 +34,7 @@ func CanonicalName(name string) (string, error) {
 	for i := 0; i <= len(n); i++ {
 		if i < len(n) && n[i] != '.' {
 			if !labelByte(n[i]) {
-				return "", fmt.Errorf("name %q: byte %q cannot be part of a key segment", name, n[i])
+				return "", fmt.Errorf("name %q: byte %q cannot be part of a key segment", name, n[i:i+1])
 			}
 			continue
 		}
@@ -105,6 +105,9 @@ func Name(prefix, key string) (string, error) {
 	rest, ok := strings.CutPrefix(key, prefix+"/")
 	if !ok {
 		return "", fmt.Errorf("key %q: not under prefix %q", key, prefix)
+	}
+	if strings.Contains(rest, ".") {
+		return "", fmt.Errorf("key %q: a segment holds '.', so it is no label", key)
 	}
 	segs := strings.Split(rest, "/")
 	for i, j := 0, len(segs)-1; i < j; i, j = i+1, j-1 {
