@@ -37,7 +37,11 @@ func NewBuilder(l keys.Layout, zone string) (Builder, error) {
 
 // Version is the dns-version TXT record of the zone.
 func (b Builder) Version() keys.Record {
-	r, err := b.Forward("dns-version."+b.Zone, "zone/"+b.Zone, keys.Value{Text: SchemaVersion})
+	v := SchemaVersion
+	if b.Zone == ClustersetZone {
+		v = ClustersetSchemaVersion
+	}
+	r, err := b.Forward("dns-version."+b.Zone, "zone/"+b.Zone, keys.Value{Text: v})
 	if err != nil {
 		panic(err) // the zone was validated by NewBuilder
 	}

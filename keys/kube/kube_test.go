@@ -92,6 +92,12 @@ func rrs(recs []keys.Record) []string {
 	return out
 }
 
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
+
 // etcdctl renders records as `etcdctl get --prefix` prints them.
 func etcdctl(recs []keys.Record) string {
 	var b strings.Builder
@@ -216,8 +222,8 @@ func TestService(t *testing.T) {
 			if len(problems) > 0 {
 				t.Errorf("problems: %v", problems)
 			}
-			if got := rrs(recs); !slices.Equal(got, tc.want) {
-				t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			if got, want := rrs(recs), sorted(tc.want); !slices.Equal(got, want) {
+				t.Errorf("records:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			for _, r := range recs {
 				if r.Value.Cluster != "c1" || r.Value.Source != "service/"+tc.svc.Namespace+"/"+tc.svc.Name || r.Value.TTL != 5 || r.Value.Group != r.Name {
