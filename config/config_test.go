@@ -1,0 +1,133 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func load(t *testing.T, args []string, sections ...string) (*Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	l := NewLoader(fs, sections...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return l.Load()
+}
+
+func all() []string { return []string{"etcd", "cluster", "publisher", "dnsd"} }
+
+func TestDefaults(t *testing.T) {
+	c, err := load(t, nil, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Etcd.DialTimeout != 5*time.Second || c.Cluster.Domain != "cluster.local" || c.Dnsd.Listen != "127.0.0.1:1053" ||
+		c.Publisher.Prefix != "/skydns" || c.Publisher.MaxTxnOps != 128 || !c.Dnsd.Rotate || c.Cluster.Pods != PodsInsecure {
+		t.Errorf("defaults not taken from config.yaml: %+v", c)
+	}
+	zones, err := c.Dnsd.ParsedZones()
+	if err != nil || len(zones) != 3 || zones[0] != (Zone{"cluster.local", "/skydns"}) {
+		t.Errorf("zones = %v, %v", zones, err)
+	}
+}
+
+// Every leaf of config.yaml has a field, every field a leaf with a comment:
+// the file is the documentation, so nothing may be missing from it.
+func TestEverySettingIsDocumented(t *testing.T) {
+	fields := map[string]bool{}
+	var walk func(prefix string, t reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for i := 0; i < typ.NumField(); i++ {
+			f := typ.Field(i)
+			key := prefix + f.Tag.Get("mapstructure")
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)) {
+				walk(key+".", f.Type)
+				continue
+			}
+			fields[key] = true
+		}
+	}
+	walk("", reflect.TypeOf(Config{}))
+	for _, s := range Settings() {
+		if !fields[s.Key] {
+			t.Errorf("config.yaml has %s, which no field reads", s.Key)
+		}
+		if s.Comment == "" {
+			t.Errorf("config.yaml: %s has no comment", s.Key)
+		}
+		delete(fields, s.Key)
+	}
+	for k := range fields {
+		t.Errorf("field %s is missing from config.yaml", k)
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	os.WriteFile(file, []byte("dnsd:\n  ttl: 7\n  listen: 127.0.0.1:5300\ncluster:\n  id: from-file\n"), 0o644)
+	t.Setenv("ETCDNS_DNSD_TTL", "8")
+	t.Setenv("ETCDNS_ETCD_DIAL_TIMEOUT", "2s")
+	c, err := load(t, []string{"--config", file, "--cluster.id", "from-flag"}, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dnsd.TTL != 8 || c.Dnsd.Listen != "127.0.0.1:5300" || c.Cluster.ID != "from-flag" || c.Etcd.DialTimeout != 2*time.Second {
+		t.Errorf("precedence flag > env > file > default broken: ttl=%d listen=%s id=%s dial=%s",
+			c.Dnsd.TTL, c.Dnsd.Listen, c.Cluster.ID, c.Etcd.DialTimeout)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	dir := t.TempDir()
+	unknown := filepath.Join(dir, "u.yaml")
+	os.WriteFile(unknown, []byte("dnsd:\n  bogus: 1\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{args: []string{"--config", unknown}, want: "bogus"},
+		{env: map[string]string{"ETCDNS_DNSD_TTL": "five"}, want: "dnsd.ttl"},
+		{args: []string{"--etcd.dial-timeout", "soon"}, want: "etcd.dial-timeout"},
+		{args: []string{"--cluster.id", "Not_A_Label!"}, want: "cluster.id"},
+		{args: []string{"--cluster.pods", "sometimes"}, want: "cluster.pods"},
+		{args: []string{"--publisher.prefix", "/a/b"}, want: "publisher.prefix"},
+		{args: []string{"--publisher.source", "ftp:x"}, want: "publisher.source"},
+		{args: []string{"--dnsd.zones", "cluster.local=/skydns/x"}, want: "dnsd.zones"},
+		{args: []string{"--dnsd.listen", "nowhere"}, want: "dnsd.listen"},
+		{args: []string{"--etcd.endpoints", "127.0.0.1:2379"}, want: "etcd.endpoints"},
+		{args: []string{"--etcd.cert-file", "c.pem"}, want: "etcd.cert-file"},
+	} {
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		_, err := load(t, tc.args, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: error %v; want one naming %q", tc.args, tc.env, err, tc.want)
+		}
+		for k := range tc.env {
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func TestProgramsSeeOnlyTheirSettings(t *testing.T) {
+	fs := pflag.NewFlagSet("dnsd", pflag.ContinueOnError)
+	NewLoader(fs, "etcd", "cluster", "dnsd")
+	if fs.Lookup("dnsd.listen") == nil || fs.Lookup("publisher.prefix") != nil {
+		t.Error("dnsd's flags should be etcd, cluster and dnsd settings only")
+	}
+	// A bad publisher setting does not stop dnsd.
+	t.Setenv("ETCDNS_PUBLISHER_PREFIX", "bad")
+	if _, err := load(t, nil, "etcd", "cluster", "dnsd"); err != nil {
+		t.Errorf("dnsd failed on a publisher setting: %v", err)
+	}
+}
