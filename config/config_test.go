@@ -131,3 +131,14 @@ func TestProgramsSeeOnlyTheirSettings(t *testing.T) {
 		t.Errorf("dnsd failed on a publisher setting: %v", err)
 	}
 }
+
+// The README's configuration table is config.yaml rendered; it must not drift.
+func TestREADMETable(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := MarkdownTable(); !strings.Contains(string(readme), want) {
+		t.Errorf("README.md's configuration table differs from config.yaml; replace it with:\n%s", want)
+	}
+}

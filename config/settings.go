@@ -67,3 +67,20 @@ func Settings() []Setting {
 	walk("", root.Content[0])
 	return out
 }
+
+// MarkdownTable renders the settings as the README's configuration table.
+func MarkdownTable() string {
+	var b strings.Builder
+	b.WriteString("| setting | default | environment | what it does |\n|---|---|---|---|\n")
+	for _, s := range Settings() {
+		d := s.Default
+		if s.Kind == KindList {
+			d = strings.Join(s.List, ", ")
+		}
+		if d == "" {
+			d = `""`
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | %s |\n", s.Key, d, s.Env(), s.Comment)
+	}
+	return b.String()
+}

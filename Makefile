@@ -1,0 +1,43 @@
+# The two set-up commands are `make run` and `make test` (README.md).
+GO      ?= go
+BIN     := .cache/bin
+TOOLS   := .cache/tools/bin
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/etcdns/etcdns.Version=$(VERSION)
+
+.PHONY: run test build tools vet unit integration fuzz clean
+
+## run: build both programs and serve examples/ on 127.0.0.1:1053 (Ctrl-C stops)
+run: build
+	hack/run.sh
+
+## test: everything CI runs: vet, unit tests, integration tests against real processes
+test: tools vet unit integration
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/publisher ./cmd/publisher
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dnsd ./cmd/dnsd
+
+tools:
+	hack/tools.sh
+
+vet:
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./integration/...
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+
+unit:
+	$(GO) test -count=1 ./...
+
+integration:
+	$(GO) test -count=1 -tags integration -timeout 30m ./integration/...
+
+## fuzz: each fuzz target for FUZZTIME (default 5m)
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./keys
+
+clean:
+	rm -rf $(BIN) .cache/run
