@@ -5,7 +5,7 @@ TOOLS   := .cache/tools/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/etcdns/etcdns.Version=$(VERSION)
 
-.PHONY: run test build tools vet unit integration fuzz clean
+.PHONY: run test build tools vet unit integration compat fuzz clean
 
 ## run: build both programs and serve examples/ on 127.0.0.1:1053 (Ctrl-C stops)
 run: build
@@ -32,6 +32,10 @@ unit:
 
 integration:
 	$(GO) test -count=1 -tags integration -timeout 30m ./integration/...
+
+## compat: regenerate docs/compatibility.md (dnsd and CoreDNS's etcd plugin on the same keys)
+compat: tools
+	$(GO) test -count=1 -tags integration -run '^TestEndToEnd$$' ./integration/ -args -compat=$(CURDIR)/docs/compatibility.md
 
 ## fuzz: each fuzz target for FUZZTIME (default 5m)
 FUZZTIME ?= 5m
