@@ -1,0 +1,47 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// HTTPOK returns nil if GET url answers 200 OK, for use as a readyCheck.
+func HTTPOK(url string) error {
+	return getOK(http.DefaultClient, url, "")
+}
+
+// getOK returns nil if GET url, with an optional bearer token, answers 200.
+func getOK(client *http.Client, url, token string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// DNSAlive reports whether a DNS server answers on addr over UDP. Any answer,
+// whatever its rcode, means it is serving.
+func DNSAlive(addr string) error {
+	m := new(dns.Msg)
+	m.SetQuestion(".", dns.TypeSOA)
+	client := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
+	_, _, err := client.Exchange(m, addr)
+	return err
+}
