@@ -161,6 +161,17 @@ func NewLoader(fs *pflag.FlagSet, sections ...string) *Loader {
 	return l
 }
 
+// Alias lets a short flag name stand for a setting's full one, such as
+// --dry-run for --publisher.dry-run. Help lists the full names only.
+func (l *Loader) Alias(fs *pflag.FlagSet, aliases map[string]string) {
+	fs.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if full, ok := aliases[name]; ok {
+			return pflag.NormalizedName(full)
+		}
+		return pflag.NormalizedName(name)
+	})
+}
+
 func (l *Loader) uses(key string) bool {
 	for _, s := range l.sections {
 		if strings.HasPrefix(key, s+".") {

@@ -142,3 +142,16 @@ func TestREADMETable(t *testing.T) {
 		t.Errorf("README.md's configuration table differs from config.yaml; replace it with:\n%s", want)
 	}
 }
+
+func TestAlias(t *testing.T) {
+	fs := pflag.NewFlagSet("publisher", pflag.ContinueOnError)
+	l := NewLoader(fs, "etcd", "cluster", "publisher")
+	l.Alias(fs, map[string]string{"dry-run": "publisher.dry-run", "source": "publisher.source"})
+	if err := fs.Parse([]string{"--source", "files:x", "--dry-run"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := l.Load()
+	if err != nil || !c.Publisher.DryRun || c.Publisher.Files() != "x" {
+		t.Errorf("aliases not applied: %+v, %v", c.Publisher, err)
+	}
+}

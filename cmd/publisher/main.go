@@ -16,12 +16,16 @@ func main() {
 	cmd := &cobra.Command{
 		Use:           "publisher",
 		Short:         "Publish Kubernetes DNS records into etcd",
+		Long: "Publish Kubernetes DNS records into etcd.\n\n" +
+			"--source and --dry-run are short for --publisher.source and --publisher.dry-run:\n" +
+			"  publisher --source files:examples --dry-run",
 		Version:       etcdns.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.NoArgs,
 	}
 	loader := config.NewLoader(cmd.Flags(), "etcd", "cluster", "publisher")
+	loader.Alias(cmd.Flags(), map[string]string{"source": "publisher.source", "dry-run": "publisher.dry-run"})
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loader.Load()
 		if err != nil {
