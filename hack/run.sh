@@ -33,7 +33,7 @@ trap stop INT TERM EXIT
 ready() {
   local host=${1%:*} port=${1#*:} path=$2 name=$3 line
   for _ in $(seq 1 100); do
-    if exec 3<>"/dev/tcp/$host/$port" 2>/dev/null; then
+    if { exec 3<>"/dev/tcp/$host/$port"; } 2>/dev/null; then
       printf 'GET %s HTTP/1.0\r\n\r\n' "$path" >&3
       read -r line <&3 || true
       exec 3>&-
@@ -55,23 +55,27 @@ ready 127.0.0.1:9154 /readyz publisher
 pids+=($!)
 ready 127.0.0.1:9153 /readyz dnsd
 
+# show WHAT QUESTION...: one dig, what it demonstrates, and its answer.
 show() {
-  echo "\$ dig @127.0.0.1 -p $DNS_PORT +short $*"
-  dig @127.0.0.1 -p $DNS_PORT +short +time=2 +tries=1 "$@" | sed 's/^/  /'
+  local what=$1; shift
+  printf '%-34s $ dig @127.0.0.1 -p %s +short %s\n' "# $what" "$DNS_PORT" "$*"
+  dig @127.0.0.1 -p $DNS_PORT +short +time=2 +tries=1 "$@" | sed 's/^/                                     /'
 }
 echo
 echo "etcdns is serving examples/ on 127.0.0.1:$DNS_PORT (etcd at http://127.0.0.1:2379, metrics at :9153 and :9154)"
 echo
-show dns-version.cluster.local TXT
-show kubernetes.default.svc.cluster.local A
-show _https._tcp.kubernetes.default.svc.cluster.local SRV
-show -x 10.96.0.1
-show web.prod.svc.cluster.local AAAA
-show headless.default.svc.cluster.local A
-show _http._tcp.headless.default.svc.cluster.local SRV
-show busybox-1.busybox-subdomain.default.svc.cluster.local A
-show search.default.svc.cluster.local CNAME
-show 172-17-0-3.default.pod.cluster.local A
+show "schema version TXT"        dns-version.cluster.local TXT
+show "ClusterIP A"               kubernetes.default.svc.cluster.local A
+show "ClusterIP SRV, named port" _https._tcp.kubernetes.default.svc.cluster.local SRV
+show "ClusterIP PTR"             -x 10.96.0.1
+show "dual-stack AAAA"           api.apps.svc.cluster.local AAAA
+show "headless A, ready only"    db.apps.svc.cluster.local A
+show "headless SRV, N x M"       _postgres._tcp.db.apps.svc.cluster.local SRV
+show "pod hostname.subdomain"    web-0.web.apps.svc.cluster.local A
+show "ExternalName CNAME"        search.apps.svc.cluster.local A
+show "pod a-b-c-d (insecure)"    10-244-1-20.apps.pod.cluster.local A
+printf '%-34s $ dig @127.0.0.1 -p %s nope.apps.svc.cluster.local A | grep status\n' "# no such service" "$DNS_PORT"
+dig @127.0.0.1 -p $DNS_PORT +time=2 +tries=1 nope.apps.svc.cluster.local A | grep -o 'status: [A-Z]*' | sed 's/^/                                     /'
 echo
 echo "the records behind them: .cache/tools/bin/etcdctl get --prefix /skydns   (after make tools)"
 
