@@ -2,11 +2,146 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/server"
+	"github.com/etcdns/etcdns/server/answer"
+	"github.com/etcdns/etcdns/server/snap"
+	"github.com/etcdns/etcdns/server/store"
 )
 
 func run(ctx context.Context, cfg *config.Config) error {
-	return errors.New("serving is not built yet (issue 3)")
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	d := cfg.Dnsd
+
+	parsed, err := d.ParsedZones()
+	if err != nil {
+		return err
+	}
+	zones := make([]snap.Config, len(parsed))
+	for i, z := range parsed {
+		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL}
+	}
+	cli, err := etcdClient(cfg.Etcd, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	st := store.New(cli, zones, cfg.Etcd.RequestTimeout, reg, log)
+	srv := server.New(st.Snapshot, answer.Options{
+		Pods:   answer.PodMode(cfg.Cluster.Pods),
+		Rotate: d.Rotate,
+		SOA: answer.SOA{
+			Mname: d.SOAMname, Rname: d.SOARname, TTL: d.SOATTL,
+			Refresh: d.SOARefresh, Retry: d.SOARetry, Expire: d.SOAExpire, Minimum: d.SOAMinimum,
+		},
+	}, reg, log)
+
+	l, err := server.Listen(d.Listen)
+	if err != nil {
+		return fmt.Errorf("dnsd.listen: %w", err)
+	}
+	// Both stop when ctx ends; run returns once they have, so in-flight
+	// queries are answered before the process exits.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, 3)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); errs <- st.Run(ctx) }()
+	go func() { defer wg.Done(); errs <- srv.Serve(ctx, l) }()
+	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods)
+
+	var ops *http.Server
+	if d.MetricsListen != "" {
+		ln, err := net.Listen("tcp", d.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("dnsd.metrics-listen: %w", err)
+		}
+		ops = &http.Server{
+			Handler:           server.Ops{Gatherer: reg, Ready: st.Ready(), Snapshot: st.Snapshot, Malformed: st.MalformedAt}.Handler(),
+			ReadHeaderTimeout: 5 * time.Second,
+		}
+		go func() {
+			if err := ops.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				errs <- err
+			}
+		}()
+		log.Info("serving operations endpoints", "listen", ln.Addr().String())
+	}
+
+	go func() {
+		select {
+		case <-st.Ready():
+			log.Info("ready")
+		case <-ctx.Done():
+		}
+	}()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case runErr = <-errs:
+		log.Error("stopping", "err", runErr)
+	}
+	cancel()
+	if ops != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ops.Shutdown(sctx)
+	}
+	wg.Wait()
+	return runErr
+}
+
+// etcdClient connects as configured. The password goes to the client and
+// nowhere else: never into a log line or an error.
+func etcdClient(e config.Etcd, log *slog.Logger) (*clientv3.Client, error) {
+	endpoints := e.Endpoints
+	if len(endpoints) == 0 {
+		endpoints = []string{e.Embedded.ClientURL}
+	}
+	c := clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: e.DialTimeout,
+		Username:    e.Username,
+		Password:    e.Password,
+	}
+	if e.CAFile != "" || e.CertFile != "" {
+		info := transport.TLSInfo{TrustedCAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile}
+		t, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd TLS: %w", err)
+		}
+		t.MinVersion = tls.VersionTLS12
+		c.TLS = t
+	}
+	log.Info("connecting to etcd", "endpoints", endpoints, "user", e.Username, "tls", c.TLS != nil)
+	cli, err := clientv3.New(c)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return cli, nil
 }

@@ -3,10 +3,208 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/keys/kube"
+	"github.com/etcdns/etcdns/publisher"
+	"github.com/etcdns/etcdns/publisher/elect"
+	"github.com/etcdns/etcdns/publisher/etcdstore"
+	"github.com/etcdns/etcdns/publisher/source"
 )
 
 func run(ctx context.Context, cfg *config.Config) error {
-	return errors.New("publishing is not built yet (issue 4)")
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	slog.SetDefault(log)
+	p := cfg.Publisher
+
+	b, err := kube.NewBuilder(keys.Layout{Prefix: p.Prefix, ReversePrefix: p.ReversePrefix, Cluster: cfg.Cluster.ID, TTL: p.TTL}, cfg.Cluster.Domain)
+	if err != nil {
+		return err
+	}
+	pods := cfg.Cluster.Pods == config.PodsVerified
+	filter, err := publisher.NewFilter(p.Namespaces, p.LabelSelector, pods)
+	if err != nil {
+		return err
+	}
+	src, err := newSource(p, pods, log)
+	if err != nil {
+		return err
+	}
+
+	if p.DryRun {
+		return dryRun(ctx, b, src, filter, os.Stdout, log)
+	}
+
+	m := publisher.NewMetrics()
+	// The HTTP server starts before the controller exists, so that
+	// /healthz answers during a long embedded-etcd start.
+	var ready atomic.Pointer[publisher.Controller]
+	if p.MetricsListen != "" {
+		l, err := net.Listen("tcp", p.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("publisher.metrics-listen: %w", err)
+		}
+		srv := &http.Server{Handler: handler(m, func() error {
+			c := ready.Load()
+			if c == nil {
+				return errors.New("starting")
+			}
+			return c.Ready()
+		}), ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(l)
+		defer srv.Close()
+		log.Info("serving metrics", "addr", l.Addr().String())
+	}
+
+	ecfg := cfg.Etcd
+	if len(ecfg.Endpoints) == 0 {
+		e, url, err := etcdclient.StartEmbedded(ecfg.Embedded, log)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		ecfg.Endpoints = []string{url}
+	}
+	cli, err := etcdclient.New(ctx, ecfg, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	ranges, err := etcdstore.Ranges(p.Prefix, p.ReversePrefix, b.Zone)
+	if err != nil {
+		return err
+	}
+	ctrl := publisher.NewController(publisher.Options{
+		Builder:     b,
+		Source:      src,
+		Filter:      filter,
+		Store:       &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout},
+		Ranges:      ranges,
+		MaxTxnOps:   p.MaxTxnOps,
+		MaxTxnBytes: p.MaxTxnBytes,
+		Log:         log,
+		Metrics:     m,
+	})
+
+	ready.Store(ctrl)
+	log.Info("waiting for the source to sync", "source", p.Source)
+	start := time.Now()
+	if err := src.Start(ctx, ctrl.Notify); err != nil {
+		return err
+	}
+	ctrl.SetSynced()
+	log.Info("source synced", "units", len(src.Units()), "took", time.Since(start).Round(time.Millisecond))
+
+	if !p.LeaderElection {
+		err := ctrl.Lead(ctx, nil)
+		if ctx.Err() != nil {
+			log.Info("stopped")
+			return nil
+		}
+		return err
+	}
+	host, _ := os.Hostname()
+	el := &elect.Elector{
+		Client:  cli,
+		Cluster: cfg.Cluster.ID,
+		ID:      host + "/" + strconv.Itoa(os.Getpid()),
+		TTL:     p.LeaseTTL,
+		Log:     log,
+	}
+	err = el.Run(ctx, ctrl.Lead)
+	log.Info("stopped")
+	return err
+}
+
+func newSource(p config.Publisher, pods bool, log *slog.Logger) (source.Source, error) {
+	if dir := p.Files(); dir != "" {
+		return source.NewFiles(dir, pods, log), nil
+	}
+	rc, err := restConfig(p.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.UserAgent = "etcdns-publisher"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return source.NewKube(client, p.Namespaces, p.LabelSelector, pods), nil
+}
+
+// restConfig follows kubectl: the given file, else $KUBECONFIG, else the
+// in-cluster service account.
+func restConfig(path string) (*rest.Config, error) {
+	if path == "" && os.Getenv("KUBECONFIG") == "" {
+		rc, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("publisher.kubeconfig is empty, KUBECONFIG is unset and not in a cluster: %w", err)
+		}
+		return rc, nil
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	return rc, nil
+}
+
+// dryRun prints every record as "key value", sorted by key, without
+// touching etcd. Invalid objects are reported on stderr, as in a real run.
+func dryRun(ctx context.Context, b kube.Builder, src source.Source, f publisher.Filter, out io.Writer, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := src.Start(ctx, func(string, time.Time) {}); err != nil {
+		return err
+	}
+	recs, problems := publisher.All(b, src, f)
+	for _, p := range problems {
+		log.Warn("skipped invalid object", "problem", p.Error())
+	}
+	for _, r := range recs {
+		if _, err := fmt.Fprintln(out, r.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func handler(m *publisher.Metrics, ready func() error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	})
+	return mux
 }

@@ -1,0 +1,344 @@
+// Command publisher benchmarks the publisher against an empty etcd: the
+// initial sync of N services with M endpoints each, a restart over the
+// unchanged world (which must write nothing), and the change-to-commit
+// latency under a sustained rate of endpoint changes. It prints a table.
+//
+//	go run ./bench/publisher                         # small, for CI
+//	go run ./bench/publisher -services 10000 -endpoints 10 -rate 1000
+//
+// etcd is embedded in this process by default (loopback, a temp dir), or an
+// external one with -etcd http://127.0.0.1:2379 (it must be empty). The
+// objects come from an in-memory source, so the figures are the publisher's
+// and etcd's, not a fake API server's.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/keys/kube"
+	"github.com/etcdns/etcdns/publisher"
+	"github.com/etcdns/etcdns/publisher/elect"
+	"github.com/etcdns/etcdns/publisher/etcdstore"
+	"github.com/etcdns/etcdns/publisher/source"
+)
+
+func main() {
+	services := flag.Int("services", 500, "services")
+	endpoints := flag.Int("endpoints", 10, "endpoints per service")
+	headless := flag.Bool("headless", false, "headless services (4 records per endpoint) instead of ClusterIP")
+	rate := flag.Int("rate", 200, "endpoint changes per second in the sustained phase")
+	duration := flag.Duration("duration", 5*time.Second, "length of the sustained phase")
+	workers := flag.Int("workers", 8, "concurrent units")
+	endpoint := flag.String("etcd", "", "external etcd client URL (empty: embedded)")
+	verbose := flag.Bool("v", false, "publisher logs on stderr")
+	flag.Parse()
+
+	level := slog.LevelWarn
+	if *verbose {
+		level = slog.LevelInfo
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if err := run(log, *services, *endpoints, *headless, *rate, *duration, *workers, *endpoint); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time.Duration, workers int, endpoint string) error {
+	ctx := context.Background()
+	if endpoint == "" {
+		dir, err := os.MkdirTemp("", "etcdns-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		e, url, err := etcdclient.StartEmbedded(config.Embedded{
+			DataDir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+		}, log)
+		if err != nil {
+			return err
+		}
+		defer e.Close()
+		endpoint = url
+	}
+	cli, err := etcdclient.New(ctx, config.Etcd{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second}, log)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+
+	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench", TTL: 5}, "cluster.local")
+	if err != nil {
+		return err
+	}
+	src := newMem(nsvc, nep, headless)
+	ranges, _ := etcdstore.Ranges("/skydns", "/skydns", "cluster.local")
+
+	var latMu sync.Mutex
+	var lats []time.Duration
+	newCtrl := func() (*publisher.Controller, *publisher.Metrics) {
+		m := publisher.NewMetrics()
+		return publisher.NewController(publisher.Options{
+			Builder: b, Source: src, Filter: publisher.Filter{},
+			Store:  &etcdstore.Store{Client: cli, Timeout: 30 * time.Second},
+			Ranges: ranges, MaxTxnOps: 128, MaxTxnBytes: 1572864, Workers: workers, Log: log, Metrics: m,
+			OnProgrammed: func(_ string, d time.Duration) {
+				latMu.Lock()
+				lats = append(lats, d)
+				latMu.Unlock()
+			},
+		}), m
+	}
+	// lead runs one leadership term with a real election fence until the
+	// initial reconcile is done, and returns how long that took.
+	type term struct {
+		ctrl   *publisher.Controller
+		cancel context.CancelFunc
+		done   chan error
+	}
+	lead := func(c *publisher.Controller) (term, time.Duration, error) {
+		tctx, cancel := context.WithCancel(ctx)
+		el := &elect.Elector{Client: cli, Cluster: "bench", ID: "bench", TTL: 15 * time.Second, Log: log}
+		start := time.Now()
+		done := make(chan error, 1)
+		src.notify = c.Notify
+		c.SetSynced()
+		go func() { done <- el.Run(tctx, c.Lead) }()
+		for c.Ready() != nil || !leading(c) {
+			select {
+			case err := <-done:
+				cancel()
+				return term{}, 0, fmt.Errorf("publisher stopped: %v", err)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return term{c, cancel, done}, time.Since(start), nil
+	}
+
+	records, _ := publisher.All(b, src, publisher.Filter{})
+	rev0 := revision(ctx, cli)
+	c1, m1 := newCtrl()
+	t1, initial, err := lead(c1)
+	if err != nil {
+		return err
+	}
+	written := counter(m1.Written)
+	t1.cancel()
+	<-t1.done
+
+	rev1 := revision(ctx, cli)
+	c2, m2 := newCtrl()
+	t2, restart, err := lead(c2)
+	if err != nil {
+		return err
+	}
+	rev2 := revision(ctx, cli)
+	// The election itself writes its key: count only record writes.
+	restartWrites := counter(m2.Written) + counter(m2.Deleted)
+
+	// Sustained phase: each change moves one endpoint of a random service
+	// to a new address.
+	latMu.Lock()
+	lats = nil
+	latMu.Unlock()
+	// Changes are issued on a schedule, catching up after a slow moment,
+	// so the offered rate is the target rate (a ticker would drop ticks).
+	start := time.Now()
+	changes := 0
+	for {
+		el := time.Since(start)
+		if el >= duration {
+			break
+		}
+		due := int(el.Seconds() * float64(rate))
+		for ; changes < due; changes++ {
+			src.change(rand.IntN(nsvc))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	offered := float64(changes) / time.Since(start).Seconds()
+	// Let the queue drain.
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		latMu.Lock()
+		n := len(lats)
+		latMu.Unlock()
+		if n >= changes*9/10 {
+			time.Sleep(500 * time.Millisecond)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t2.cancel()
+	<-t2.done
+	latMu.Lock()
+	sorted := slices.Clone(lats)
+	latMu.Unlock()
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "phase\tfigure\tvalue\t\n")
+	fmt.Fprintf(w, "world\tservices x endpoints\t%d x %d (%s)\t\n", nsvc, nep, kind(headless))
+	fmt.Fprintf(w, "world\trecords\t%d\t\n", len(records))
+	fmt.Fprintf(w, "initial sync\ttime\t%s\t\n", initial.Round(time.Millisecond))
+	fmt.Fprintf(w, "initial sync\trecords written\t%.0f\t\n", written)
+	fmt.Fprintf(w, "initial sync\trecords/s\t%.0f\t\n", written/initial.Seconds())
+	fmt.Fprintf(w, "initial sync\tetcd revisions\t%d\t\n", rev1-rev0)
+	fmt.Fprintf(w, "restart\ttime\t%s\t\n", restart.Round(time.Millisecond))
+	fmt.Fprintf(w, "restart\trecord writes\t%.0f\t\n", restartWrites)
+	fmt.Fprintf(w, "restart\tetcd revisions (election key only)\t%d\t\n", rev2-rev1)
+	fmt.Fprintf(w, "sustained\tchanges offered\t%d (%.0f/s for %s)\t\n", changes, offered, duration)
+	fmt.Fprintf(w, "sustained\tcommits measured\t%d\t\n", len(sorted))
+	fmt.Fprintf(w, "sustained\tchange-to-commit p50\t%s\t\n", pct(sorted, 0.50))
+	fmt.Fprintf(w, "sustained\tchange-to-commit p99\t%s\t\n", pct(sorted, 0.99))
+	fmt.Fprintf(w, "sustained\tchange-to-commit max\t%s\t\n", pct(sorted, 1))
+	w.Flush()
+	if restartWrites != 0 {
+		return fmt.Errorf("restart wrote %.0f records", restartWrites)
+	}
+	return nil
+}
+
+// leading: Ready is true for a follower too; the bench waits for the
+// leader's first full reconcile.
+func leading(c *publisher.Controller) bool { return c.Leading() }
+
+func kind(headless bool) string {
+	if headless {
+		return "headless"
+	}
+	return "ClusterIP"
+}
+
+func pct(d []time.Duration, p float64) string {
+	if len(d) == 0 {
+		return "-"
+	}
+	i := int(float64(len(d)-1) * p)
+	return d[i].Round(10 * time.Microsecond).String()
+}
+
+func revision(ctx context.Context, cli *clientv3.Client) int64 {
+	r, err := cli.Get(ctx, "/none")
+	if err != nil {
+		return 0
+	}
+	return r.Header.Revision
+}
+
+func counter(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
+
+// mem is an in-memory source.Source: services with one slice each.
+type mem struct {
+	mu       sync.RWMutex
+	services map[string]*corev1.Service
+	slices   map[string]*discoveryv1.EndpointSlice
+	next     int
+	notify   source.Notify
+}
+
+func newMem(nsvc, nep int, headless bool) *mem {
+	m := &mem{services: map[string]*corev1.Service{}, slices: map[string]*discoveryv1.EndpointSlice{}}
+	pname, port, proto := "http", int32(8080), corev1.ProtocolTCP
+	for i := range nsvc {
+		ns, name := fmt.Sprintf("ns%d", i%100), fmt.Sprintf("svc%d", i)
+		ip := fmt.Sprintf("10.%d.%d.%d", 96+i/65536, i/256%256, i%256)
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: proto}}},
+		}
+		if headless {
+			svc.Spec.ClusterIP, svc.Spec.ClusterIPs = "None", []string{"None"}
+		}
+		sl := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name + "-1", Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: &pname, Port: &port, Protocol: &proto}},
+		}
+		for range nep {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{m.addr()}})
+		}
+		m.services[ns+"/"+name] = svc
+		m.slices[ns+"/"+name] = sl
+	}
+	return m
+}
+
+// addr hands out pod addresses from 100.64.0.0/10, never twice.
+func (m *mem) addr() string {
+	n := m.next
+	m.next++
+	return fmt.Sprintf("100.%d.%d.%d", 64+n/65536%64, n/256%256, n%256)
+}
+
+func (m *mem) change(i int) {
+	ns, name := fmt.Sprintf("ns%d", i%100), fmt.Sprintf("svc%d", i)
+	m.mu.Lock()
+	old := m.slices[ns+"/"+name]
+	sl := old.DeepCopy()
+	if len(sl.Endpoints) > 0 {
+		sl.Endpoints[rand.IntN(len(sl.Endpoints))].Addresses = []string{m.addr()}
+	}
+	m.slices[ns+"/"+name] = sl
+	notify := m.notify
+	m.mu.Unlock()
+	notify(source.ServiceUnit(ns, name), time.Now())
+}
+
+func (m *mem) Start(context.Context, source.Notify) error { return nil }
+
+func (m *mem) Service(ns, name string) (*corev1.Service, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s, ok := m.services[ns+"/"+name]
+	return s, ok
+}
+
+func (m *mem) Slices(ns, svc string) []*discoveryv1.EndpointSlice {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if s, ok := m.slices[ns+"/"+svc]; ok {
+		return []*discoveryv1.EndpointSlice{s}
+	}
+	return nil
+}
+
+func (m *mem) Pod(string, string) (*corev1.Pod, bool) { return nil, false }
+
+func (m *mem) Units() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]string, 0, len(m.services))
+	for _, s := range m.services {
+		out = append(out, source.ServiceUnit(s.Namespace, s.Name))
+	}
+	return out
+}

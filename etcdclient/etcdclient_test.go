@@ -1,0 +1,56 @@
+package etcdclient
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/etcdns/etcdns/config"
+)
+
+func TestEmbeddedAndNew(t *testing.T) {
+	dir := t.TempDir()
+	e, u, err := StartEmbedded(config.Embedded{
+		DataDir:   filepath.Join(dir, "data"),
+		ClientURL: "http://127.0.0.1:0",
+		PeerURL:   "http://127.0.0.1:0",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cli, err := New(ctx, config.Etcd{Endpoints: []string{u}, DialTimeout: 5 * time.Second, RequestTimeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cli.Get(ctx, "/k")
+	if err != nil || len(r.Kvs) != 1 || string(r.Kvs[0].Value) != "v" {
+		t.Fatalf("get: %v %v", r, err)
+	}
+}
+
+func TestEmbeddedRefusesNonLoopback(t *testing.T) {
+	_, _, err := StartEmbedded(config.Embedded{DataDir: t.TempDir(), ClientURL: "http://0.0.0.0:2379", PeerURL: "http://127.0.0.1:0"}, nil)
+	if err == nil {
+		t.Fatal("want an error for a non-loopback client URL")
+	}
+}
+
+func TestNewFailsFast(t *testing.T) {
+	ctx := context.Background()
+	start := time.Now()
+	_, err := New(ctx, config.Etcd{Endpoints: []string{"http://127.0.0.1:1"}, DialTimeout: 500 * time.Millisecond}, nil)
+	if err == nil {
+		t.Fatal("want an error")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %s", d)
+	}
+}

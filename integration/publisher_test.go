@@ -1,0 +1,233 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/keys/kube"
+)
+
+// publisherProc runs the built publisher against the harness's etcd and
+// kube-apiserver and waits for /readyz.
+func publisherProc(t *testing.T, bin string, etcd *harness.Etcd, api *harness.KubeAPIServer, extra ...string) (*harness.Process, string) {
+	t.Helper()
+	metrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+	args := append([]string{
+		"--etcd.endpoints=" + etcd.Endpoint,
+		"--publisher.kubeconfig=" + api.Kubeconfig,
+		"--publisher.metrics-listen=" + metrics,
+		"--publisher.lease-ttl=3s",
+		"--cluster.id=it",
+	}, extra...)
+	p := harness.StartProcess(t, bin, args, nil, func() error { return harness.HTTPOK("http://" + metrics + "/readyz") })
+	return p, metrics
+}
+
+func etcdRecords(t *testing.T, cli *clientv3.Client) map[string]string {
+	t.Helper()
+	r, err := cli.Get(context.Background(), "/skydns/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range r.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out
+}
+
+// expected is what keys/kube computes from the objects as the API server
+// stored them (with its defaults filled in).
+func expected(t *testing.T, b kube.Builder, kc kubernetes.Interface) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]string{b.Version().Key: string(b.Version().Value.Encode())}
+	svcs, err := kc.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sls, err := kc.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var slices []*discoveryv1.EndpointSlice
+	for i := range sls.Items {
+		slices = append(slices, &sls.Items[i])
+	}
+	for i := range svcs.Items {
+		recs, _ := b.Service(&svcs.Items[i], slices)
+		for _, r := range recs {
+			out[r.Key] = string(r.Value.Encode())
+		}
+	}
+	return out
+}
+
+func waitRecords(t *testing.T, cli *clientv3.Client, want func() map[string]string) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		w := want()
+		got := etcdRecords(t, cli)
+		if reflect.DeepEqual(got, w) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd records:\n%s\nwant:\n%s", lines(got), lines(w))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func lines(m map[string]string) string {
+	var out []string
+	for k, v := range m {
+		out = append(out, k+" "+v)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func TestPublisherKubernetes(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	api := harness.StartKubeAPIServer(t, etcd)
+	bin := harness.BuildBinary(t, "./cmd/publisher")
+	cli := etcd.Client(t)
+	kc, err := kubernetes.NewForConfig(api.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "it", TTL: 5}, "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func() map[string]string { return expected(t, b, kc) }
+
+	// Two replicas: one leads, the other waits.
+	p1, _ := publisherProc(t, bin, etcd, api)
+	p2, _ := publisherProc(t, bin, etcd, api)
+	// The API server's own "kubernetes" service is published.
+	got := waitRecords(t, cli, want)
+	if _, ok := got["/skydns/arpa/in-addr/10/96/0/1"]; !ok {
+		t.Fatalf("no PTR for the kubernetes service:\n%s", lines(got))
+	}
+
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.7.7", Ports: []corev1.ServicePort{
+			{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := kc.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hl := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
+		Spec: corev1.ServiceSpec{ClusterIP: "None", Ports: []corev1.ServicePort{
+			{Name: "pg", Port: 5432, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := kc.CoreV1().Services("default").Create(ctx, hl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pname, pport, proto, host := "pg", int32(5432), corev1.ProtocolTCP, "db-0"
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: "db-a", Labels: map[string]string{discoveryv1.LabelServiceName: "db"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{
+			{Addresses: []string{"10.244.0.10"}, Hostname: &host},
+			{Addresses: []string{"10.244.0.11"}},
+		},
+		Ports: []discoveryv1.EndpointPort{{Name: &pname, Port: &pport, Protocol: &proto}},
+	}
+	if _, err := kc.DiscoveryV1().EndpointSlices("default").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = waitRecords(t, cli, want)
+	// Exact keys and values, spelled out for the records that matter most.
+	mustValue := func(key, value string) {
+		t.Helper()
+		if got[key] != value {
+			t.Errorf("%s = %q, want %q", key, got[key], value)
+		}
+	}
+	mustValue("/skydns/arpa/in-addr/10/96/7/7", `{"host":"web.default.svc.cluster.local","ttl":5,"group":"7.7.96.10.in-addr.arpa","cluster":"it","source":"service/default/web"}`)
+	mustValue("/skydns/arpa/in-addr/10/244/0/10", `{"host":"db-0.db.default.svc.cluster.local","ttl":5,"group":"10.0.244.10.in-addr.arpa","cluster":"it","source":"service/default/db"}`)
+	mustValue("/skydns/arpa/in-addr/10/244/0/11", `{"host":"10-244-0-11.db.default.svc.cluster.local","ttl":5,"group":"11.0.244.10.in-addr.arpa","cluster":"it","source":"service/default/db"}`)
+	a, _ := b.Address("web.default.svc.cluster.local", "service/default/web", mustAddr("10.96.7.7"))
+	mustValue(a.Key, `{"host":"10.96.7.7","ttl":5,"group":"web.default.svc.cluster.local","cluster":"it","source":"service/default/web"}`)
+	// The real etcdctl sees the same.
+	if out := etcd.Etcdctl(t, "get", "--print-value-only", "/skydns/arpa/in-addr/10/96/7/7"); !strings.Contains(out, `"source":"service/default/web"`) {
+		t.Errorf("etcdctl: %s", out)
+	}
+
+	// Update: an endpoint leaves, another joins.
+	sl.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.10"}, Hostname: &host}, {Addresses: []string{"10.244.0.12"}}}
+	if _, err := kc.DiscoveryV1().EndpointSlices("default").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = waitRecords(t, cli, want)
+	if _, ok := got["/skydns/arpa/in-addr/10/244/0/11"]; ok {
+		t.Error("PTR of a removed endpoint is still there")
+	}
+
+	// Failover: the leader is stopped (SIGTERM resigns); the other replica
+	// takes over and keeps publishing.
+	p1.Stop()
+	if err := kc.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got = waitRecords(t, cli, want)
+	if _, ok := got["/skydns/arpa/in-addr/10/96/7/7"]; ok {
+		t.Error("deleted service's PTR is still there")
+	}
+
+	// Restart over an unchanged world: no write under /skydns.
+	p2.Stop()
+	rev := etcdRevision(t, cli)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch := cli.Watch(wctx, "/skydns/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	p3, _ := publisherProc(t, bin, etcd, api)
+	time.Sleep(time.Second)
+	select {
+	case ev := <-watch:
+		t.Fatalf("restart wrote: %v", ev.Events)
+	default:
+	}
+
+	// Orphans: a service deleted while no publisher runs is cleaned up by
+	// the next one.
+	p3.Stop()
+	if err := kc.CoreV1().Services("default").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	publisherProc(t, bin, etcd, api)
+	waitRecords(t, cli, want)
+}
+
+func etcdRevision(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	r, err := cli.Get(context.Background(), "/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Revision
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }

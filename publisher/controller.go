@@ -1,0 +1,433 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/etcdns/etcdns/keys/kube"
+	"github.com/etcdns/etcdns/publisher/etcdstore"
+	"github.com/etcdns/etcdns/publisher/plan"
+	"github.com/etcdns/etcdns/publisher/source"
+)
+
+// Options configure a Controller.
+type Options struct {
+	Builder     kube.Builder
+	Source      source.Source
+	Filter      Filter
+	Store       *etcdstore.Store
+	Ranges      []string // etcdstore.Ranges of this cluster
+	MaxTxnOps   int
+	MaxTxnBytes int
+	Workers     int // concurrent units; etcd batches concurrent commits
+	Log         *slog.Logger
+	Metrics     *Metrics
+	// OnProgrammed, if set, is told each programming latency as it is
+	// measured (benchmarks want exact percentiles, not histogram buckets).
+	OnProgrammed func(unit string, latency time.Duration)
+}
+
+// Controller reconciles units while it leads. One Controller serves every
+// leadership term of a process; each term starts from a fresh read of etcd.
+type Controller struct {
+	o   Options
+	log *slog.Logger
+	m   *Metrics
+
+	mu      sync.Mutex
+	idx     *plan.Index
+	pending map[string]time.Time       // unit -> first unprocessed change
+	waiting map[string]map[string]bool // key held by someone else -> units that want it
+	queue   workqueue.TypedRateLimitingInterface[string]
+
+	synced     atomic.Bool // the source's initial state is loaded
+	leading    atomic.Bool
+	reconciled atomic.Bool // the first full reconcile of this term is done
+}
+
+func NewController(o Options) *Controller {
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics()
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	return &Controller{o: o, log: o.Log, m: o.Metrics}
+}
+
+// Notify is the source's callback: it queues a unit while this replica leads
+// (a new leader reconciles everything anyway) and remembers when the change
+// was first seen, for the programming latency.
+func (c *Controller) Notify(unit string, seen time.Time) {
+	kind, _, _ := source.ParseUnit(unit)
+	c.m.Events.WithLabelValues(kind).Inc()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queue == nil {
+		return
+	}
+	if _, ok := c.pending[unit]; !ok {
+		c.pending[unit] = seen
+	}
+	c.queue.Add(unit)
+}
+
+// SetSynced marks the source's initial state as loaded.
+func (c *Controller) SetSynced() { c.synced.Store(true) }
+
+// Ready reports whether the publisher is serving: the source is synced and,
+// when leading, the term's first full reconcile is done.
+func (c *Controller) Ready() error {
+	if !c.synced.Load() {
+		return errors.New("source not synced")
+	}
+	if c.leading.Load() && !c.reconciled.Load() {
+		return errors.New("leader: initial reconcile in progress")
+	}
+	return nil
+}
+
+// Leading reports whether this replica leads and has finished the term's
+// first full reconcile.
+func (c *Controller) Leading() bool { return c.leading.Load() && c.reconciled.Load() }
+
+// Lead writes while ctx lives: it loads what this cluster owns, reconciles
+// every unit (including orphans: owned sources without an object), then
+// follows changes. fence is added to every transaction; it returns
+// etcdstore.ErrFenced as soon as a transaction shows leadership was lost.
+func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.leading.Store(true)
+	c.m.Leader.Set(1)
+	defer func() {
+		c.leading.Store(false)
+		c.reconciled.Store(false)
+		c.m.Leader.Set(0)
+	}()
+
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "publisher"})
+	c.mu.Lock()
+	c.queue, c.pending, c.waiting = q, map[string]time.Time{}, map[string]map[string]bool{}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.queue = nil
+		c.mu.Unlock()
+		q.ShutDown()
+	}()
+
+	if err := c.load(ctx); err != nil {
+		return err
+	}
+	if err := c.FullSync(ctx, fence); err != nil {
+		return err
+	}
+	c.reconciled.Store(true)
+
+	var wg sync.WaitGroup
+	for range c.o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.work(ctx, q, fence, cancel) {
+			}
+		}()
+	}
+	<-ctx.Done()
+	q.ShutDown()
+	wg.Wait()
+	if err := context.Cause(ctx); errors.Is(err, etcdstore.ErrFenced) {
+		return err
+	}
+	return nil
+}
+
+func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], fence []clientv3.Cmp, stop context.CancelCauseFunc) bool {
+	unit, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(unit)
+	err := c.Reconcile(ctx, unit, fence)
+	switch {
+	case err == nil:
+		q.Forget(unit)
+	case errors.Is(err, etcdstore.ErrFenced):
+		stop(err)
+		return false
+	case ctx.Err() != nil:
+		return false
+	default:
+		c.log.Warn("reconcile failed; will retry", "unit", unit, "err", err, "retries", q.NumRequeues(unit))
+		q.AddRateLimited(unit)
+	}
+	return true
+}
+
+func (c *Controller) load(ctx context.Context) error {
+	start := time.Now()
+	kvs, rev, err := c.o.Store.Load(ctx, c.o.Ranges)
+	if err != nil {
+		return fmt.Errorf("loading owned records: %w", err)
+	}
+	idx, st := plan.Load(c.o.Builder.Cluster, kvs)
+	c.mu.Lock()
+	c.idx = idx
+	c.mu.Unlock()
+	c.m.Owned.Set(float64(st.Owned))
+	c.m.Malformed.Set(float64(st.Foreign + st.Malformed))
+	c.log.Info("loaded owned records", "ranges", c.o.Ranges, "revision", rev, "owned", st.Owned,
+		"sources", len(idx.Sources()), "foreign", st.Foreign, "malformed", st.Malformed, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// FullSync reconciles every unit the source knows and every unit that owns
+// records, with progress logged every few seconds on a large sync.
+func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
+	start := time.Now()
+	set := map[string]bool{}
+	for _, u := range Units(c.o.Builder, c.o.Source) {
+		set[u] = true
+	}
+	c.m.Units.Set(float64(len(set) - 1))
+	c.mu.Lock()
+	orphans := 0
+	for _, s := range c.idx.Sources() {
+		if !set[s] {
+			set[s] = true
+			orphans++
+		}
+	}
+	c.mu.Unlock()
+	units := make([]string, 0, len(set))
+	for u := range set {
+		units = append(units, u)
+	}
+	sort.Strings(units)
+	c.log.Info("full reconcile started", "units", len(units), "orphan_sources", orphans)
+
+	var done, records, written atomic.Int64
+	work := make(chan string)
+	errc := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range c.o.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range work {
+				st, err := c.reconcile(ctx, u, fence)
+				if err != nil {
+					select {
+					case errc <- fmt.Errorf("unit %s: %w", u, err):
+					default:
+					}
+					continue
+				}
+				records.Add(int64(st.records))
+				written.Add(int64(st.ops))
+				done.Add(1)
+			}
+		}()
+	}
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	var ferr error
+feed:
+	for _, u := range units {
+		for {
+			select {
+			case work <- u:
+				continue feed
+			case ferr = <-errc:
+				break feed
+			case <-ctx.Done():
+				ferr = context.Cause(ctx)
+				break feed
+			case <-tick.C:
+				el := time.Since(start)
+				n := done.Load()
+				rate := float64(n) / el.Seconds()
+				var eta time.Duration
+				if rate > 0 {
+					eta = time.Duration(float64(int64(len(units))-n) / rate * float64(time.Second))
+				}
+				c.log.Info("full reconcile progress", "units_done", n, "units", len(units),
+					"records_done", records.Load(), "records_changed", written.Load(),
+					"units_per_second", int(rate), "remaining", eta.Round(time.Second))
+			}
+		}
+	}
+	close(work)
+	wg.Wait()
+	if ferr == nil {
+		select {
+		case ferr = <-errc:
+		default:
+		}
+	}
+	if ferr != nil {
+		return ferr
+	}
+	d := time.Since(start)
+	c.m.SyncSeconds.Set(d.Seconds())
+	c.log.Info("full reconcile done", "units", len(units), "records", records.Load(),
+		"records_changed", written.Load(), "took", d.Round(time.Millisecond))
+	return nil
+}
+
+// Reconcile brings one unit's records in etcd to what its objects want now.
+func (c *Controller) Reconcile(ctx context.Context, unit string, fence []clientv3.Cmp) error {
+	_, err := c.reconcile(ctx, unit, fence)
+	return err
+}
+
+type unitStats struct{ records, ops int }
+
+const maxAttempts = 5
+
+func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv3.Cmp) (unitStats, error) {
+	c.mu.Lock()
+	seen, hasSeen := c.pending[unit]
+	delete(c.pending, unit)
+	c.mu.Unlock()
+
+	var st unitStats
+	desired, problems := Desired(c.o.Builder, c.o.Source, c.o.Filter, unit)
+	if len(problems) > 0 {
+		c.m.Invalid.Add(float64(len(problems)))
+		c.log.Warn("skipped invalid parts of an object", "unit", unit, "problems", errors.Join(problems...).Error())
+	}
+	st.records = len(desired)
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		c.mu.Lock()
+		owned := c.idx.Owned(unit)
+		res := plan.Diff(desired, owned, c.idx.HeldBy(unit))
+		for _, cf := range res.Conflicts {
+			w := c.waiting[cf.Key]
+			if w == nil {
+				w = map[string]bool{}
+				c.waiting[cf.Key] = w
+			}
+			if !w[unit] {
+				w[unit] = true
+				c.m.Conflicts.Inc()
+				c.log.Warn("record key held by another owner; not overwriting it", "unit", unit, "key", cf.Key, "holder", cf.Owner)
+			}
+		}
+		c.mu.Unlock()
+		if len(res.Ops) == 0 {
+			return st, nil
+		}
+		err := c.apply(ctx, unit, res.Ops, fence)
+		if err == nil {
+			st.ops = len(res.Ops)
+			if hasSeen {
+				d := time.Since(seen)
+				c.m.Programming.Observe(d.Seconds())
+				if c.o.OnProgrammed != nil {
+					c.o.OnProgrammed(unit, d)
+				}
+			}
+			return st, nil
+		}
+		if !errors.Is(err, etcdstore.ErrConflict) || attempt >= maxAttempts {
+			return st, err
+		}
+		// Someone changed a key we planned on: read those keys again
+		// (what we own and what we wanted) and plan from the truth.
+		c.m.Retries.Inc()
+		ks := make([]string, 0, len(owned)+len(desired))
+		for k := range owned {
+			ks = append(ks, k)
+		}
+		for _, r := range desired {
+			ks = append(ks, r.Key)
+		}
+		present, absent, gerr := c.o.Store.Get(ctx, ks)
+		if gerr != nil {
+			return st, gerr
+		}
+		c.mu.Lock()
+		c.idx.Refresh(present, absent)
+		c.mu.Unlock()
+		c.log.Info("a record changed behind the publisher; re-read and retrying", "unit", unit, "attempt", attempt)
+		select {
+		case <-ctx.Done():
+			return st, context.Cause(ctx)
+		case <-time.After(backoff + rand.N(backoff)):
+		}
+		backoff *= 2
+	}
+}
+
+func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fence []clientv3.Cmp) error {
+	txns := plan.Split(ops, c.o.MaxTxnOps, c.o.MaxTxnBytes)
+	if len(txns) > 1 {
+		c.m.Splits.Inc()
+		c.log.Info("unit exceeds one etcd transaction; splitting it", "unit", unit, "ops", len(ops),
+			"txns", len(txns), "max_txn_ops", c.o.MaxTxnOps, "max_txn_bytes", c.o.MaxTxnBytes)
+	}
+	for _, t := range txns {
+		start := time.Now()
+		rev, err := c.o.Store.Apply(ctx, fence, t)
+		c.m.TxnLatency.Observe(time.Since(start).Seconds())
+		switch {
+		case err == nil:
+			c.m.Txns.WithLabelValues("ok").Inc()
+		case errors.Is(err, etcdstore.ErrConflict):
+			c.m.Txns.WithLabelValues("conflict").Inc()
+			return err
+		case errors.Is(err, etcdstore.ErrFenced):
+			c.m.Txns.WithLabelValues("fenced").Inc()
+			return err
+		default:
+			c.m.Txns.WithLabelValues("error").Inc()
+			return err
+		}
+		puts := 0
+		for _, o := range t {
+			if o.Kind == plan.Put {
+				puts++
+			}
+		}
+		c.m.Written.Add(float64(puts))
+		c.m.Deleted.Add(float64(len(t) - puts))
+		c.mu.Lock()
+		freed := c.idx.Applied(unit, t, rev)
+		c.m.Owned.Set(float64(c.idx.Len()))
+		var retry []string
+		for _, k := range freed {
+			for u := range c.waiting[k] {
+				retry = append(retry, u)
+			}
+			delete(c.waiting, k)
+		}
+		q := c.queue
+		c.mu.Unlock()
+		// Units that wanted a key this one just freed can have it now.
+		for _, u := range retry {
+			if q != nil && u != unit {
+				q.Add(u)
+			}
+		}
+		c.log.Debug("applied", "unit", unit, "puts", puts, "deletes", len(t)-puts, "revision", rev)
+	}
+	return nil
+}

@@ -1,0 +1,162 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/publisher/plan"
+)
+
+var (
+	// ErrFenced means the leader fence failed: this publisher is no longer
+	// the leader and nothing was written.
+	ErrFenced = errors.New("not the leader any more: the fenced transaction was refused")
+	// ErrConflict means a key guard failed: a key changed since we read it.
+	// Nothing was written; re-read the keys and plan again.
+	ErrConflict = errors.New("a key changed since it was read")
+)
+
+// Store reads and writes one cluster's records.
+type Store struct {
+	Client  *clientv3.Client
+	Timeout time.Duration // per request
+	// PageSize bounds one range response, so that a large store is read in
+	// pieces (all at the same revision) instead of one huge message.
+	PageSize int64
+}
+
+// Ranges returns the key prefixes a cluster writes: its domain's subtree
+// under prefix and the reverse zones under reversePrefix. The trailing
+// slash keeps /skydns/local/cluster from matching /skydns/local/clusterx.
+func Ranges(prefix, reversePrefix, domain string) ([]string, error) {
+	fwd, err := keys.Key(prefix, domain)
+	if err != nil {
+		return nil, err
+	}
+	if err := keys.CheckPrefix(reversePrefix); err != nil {
+		return nil, err
+	}
+	return []string{fwd + "/", reversePrefix + "/arpa/"}, nil
+}
+
+func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	t := s.Timeout
+	if t <= 0 {
+		t = 5 * time.Second
+	}
+	return context.WithTimeout(ctx, t)
+}
+
+// Load reads every key under the given prefixes at one revision, so the
+// index it feeds is a consistent snapshot, and returns that revision.
+func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, error) {
+	page := s.PageSize
+	if page <= 0 {
+		page = 10000
+	}
+	var out []plan.KV
+	var rev int64
+	for _, p := range prefixes {
+		start, end := p, clientv3.GetPrefixRangeEnd(p)
+		for {
+			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
+			}
+			c, cancel := s.ctx(ctx)
+			resp, err := s.Client.Get(c, start, opts...)
+			cancel()
+			if err != nil {
+				return nil, 0, fmt.Errorf("reading %s: %w", p, err)
+			}
+			if rev == 0 {
+				rev = resp.Header.Revision
+			}
+			for _, kv := range resp.Kvs {
+				out = append(out, plan.KV{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision})
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+	}
+	return out, rev, nil
+}
+
+// Get re-reads single keys, in one transaction so they are consistent.
+func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent []string, err error) {
+	const chunk = 100
+	for i := 0; i < len(ks); i += chunk {
+		part := ks[i:min(i+chunk, len(ks))]
+		ops := make([]clientv3.Op, len(part))
+		for j, k := range part {
+			ops[j] = clientv3.OpGet(k)
+		}
+		c, cancel := s.ctx(ctx)
+		resp, err := s.Client.Txn(c).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, r := range resp.Responses {
+			kvs := r.GetResponseRange().Kvs
+			if len(kvs) == 0 {
+				absent = append(absent, part[j])
+				continue
+			}
+			present = append(present, plan.KV{Key: string(kvs[0].Key), Value: kvs[0].Value, ModRev: kvs[0].ModRevision})
+		}
+	}
+	return present, absent, nil
+}
+
+// Apply commits ops in one transaction, each guarded by the revision the
+// plan saw (creates by the key's absence), all of it inside the leader
+// fence. The fence is the outer condition and the guards the inner one, so
+// the two failures can be told apart: ErrFenced stops writing, ErrConflict
+// asks for a re-read. It returns the commit revision.
+func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) (int64, error) {
+	guards := make([]clientv3.Cmp, 0, len(ops))
+	writes := make([]clientv3.Op, 0, len(ops))
+	for _, o := range ops {
+		if o.ModRev == 0 {
+			guards = append(guards, clientv3.Compare(clientv3.CreateRevision(o.Key), "=", 0))
+		} else {
+			guards = append(guards, clientv3.Compare(clientv3.ModRevision(o.Key), "=", o.ModRev))
+		}
+		if o.Kind == plan.Put {
+			writes = append(writes, clientv3.OpPut(o.Key, string(o.Value)))
+		} else {
+			writes = append(writes, clientv3.OpDelete(o.Key))
+		}
+	}
+	c, cancel := s.ctx(ctx)
+	defer cancel()
+	if len(fence) == 0 {
+		resp, err := s.Client.Txn(c).If(guards...).Then(writes...).Commit()
+		if err != nil {
+			return 0, err
+		}
+		if !resp.Succeeded {
+			return 0, ErrConflict
+		}
+		return resp.Header.Revision, nil
+	}
+	resp, err := s.Client.Txn(c).If(fence...).Then(clientv3.OpTxn(guards, writes, nil)).Commit()
+	if err != nil {
+		return 0, err
+	}
+	if !resp.Succeeded {
+		return 0, ErrFenced
+	}
+	if !resp.Responses[0].GetResponseTxn().Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}

@@ -1,0 +1,5 @@
+package publisher
+
+import "github.com/etcdns/etcdns/publisher/plan"
+
+type planOp = plan.Op

@@ -1,0 +1,168 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+const byService = "service"
+
+// Kube watches Services and EndpointSlices (and Pods when asked) through
+// shared informers, in all namespaces or in each of the given ones.
+type Kube struct {
+	client        kubernetes.Interface
+	namespaces    []string
+	labelSelector string
+	pods          bool
+	resync        time.Duration
+
+	services []cache.SharedIndexInformer
+	slices   []cache.SharedIndexInformer
+	podInfs  []cache.SharedIndexInformer
+}
+
+// NewKube builds a source; labelSelector applies to Services only (slices
+// carry their own labels), and the services it filters out simply have no
+// records.
+func NewKube(client kubernetes.Interface, namespaces []string, labelSelector string, pods bool) *Kube {
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	return &Kube{client: client, namespaces: namespaces, labelSelector: labelSelector, pods: pods}
+}
+
+func (k *Kube) Start(ctx context.Context, notify Notify) error {
+	var synced []cache.InformerSynced
+	for _, ns := range k.namespaces {
+		svcF := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
+			informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = k.labelSelector }))
+		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns))
+
+		svc := svcF.Core().V1().Services().Informer()
+		if _, err := svc.AddEventHandler(handler(notify, func(obj any) []string {
+			s, ok := obj.(*corev1.Service)
+			if !ok {
+				return nil
+			}
+			return []string{ServiceUnit(s.Namespace, s.Name)}
+		})); err != nil {
+			return err
+		}
+		sl := f.Discovery().V1().EndpointSlices().Informer()
+		if err := sl.AddIndexers(cache.Indexers{byService: func(obj any) ([]string, error) {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok || sliceService(s) == "" {
+				return nil, nil
+			}
+			return []string{s.Namespace + "/" + sliceService(s)}, nil
+		}}); err != nil {
+			return err
+		}
+		if _, err := sl.AddEventHandler(handler(notify, func(obj any) []string {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok || sliceService(s) == "" {
+				return nil
+			}
+			return []string{ServiceUnit(s.Namespace, sliceService(s))}
+		})); err != nil {
+			return err
+		}
+		k.services = append(k.services, svc)
+		k.slices = append(k.slices, sl)
+		synced = append(synced, svc.HasSynced, sl.HasSynced)
+		if k.pods {
+			p := f.Core().V1().Pods().Informer()
+			if _, err := p.AddEventHandler(handler(notify, func(obj any) []string {
+				pod, ok := obj.(*corev1.Pod)
+				if !ok {
+					return nil
+				}
+				return []string{PodUnit(pod.Namespace, pod.Name)}
+			})); err != nil {
+				return err
+			}
+			k.podInfs = append(k.podInfs, p)
+			synced = append(synced, p.HasSynced)
+		}
+		svcF.Start(ctx.Done())
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("kubernetes informers did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// handler maps every event to the units it touches; an update that moves a
+// slice from one service to another touches both.
+func handler(notify Notify, units func(obj any) []string) cache.ResourceEventHandlerFuncs {
+	emit := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		now := time.Now()
+		for _, u := range units(obj) {
+			notify(u, now)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    emit,
+		UpdateFunc: func(old, obj any) { emit(old); emit(obj) },
+		DeleteFunc: emit,
+	}
+}
+
+func (k *Kube) Service(namespace, name string) (*corev1.Service, bool) {
+	for _, inf := range k.services {
+		if obj, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+			return obj.(*corev1.Service), true
+		}
+	}
+	return nil, false
+}
+
+func (k *Kube) Slices(namespace, service string) []*discoveryv1.EndpointSlice {
+	var out []*discoveryv1.EndpointSlice
+	for _, inf := range k.slices {
+		objs, _ := inf.GetIndexer().ByIndex(byService, namespace+"/"+service)
+		for _, o := range objs {
+			out = append(out, o.(*discoveryv1.EndpointSlice))
+		}
+	}
+	return out
+}
+
+func (k *Kube) Pod(namespace, name string) (*corev1.Pod, bool) {
+	for _, inf := range k.podInfs {
+		if obj, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+			return obj.(*corev1.Pod), true
+		}
+	}
+	return nil, false
+}
+
+func (k *Kube) Units() []string {
+	var out []string
+	for _, inf := range k.services {
+		for _, o := range inf.GetStore().List() {
+			s := o.(*corev1.Service)
+			out = append(out, ServiceUnit(s.Namespace, s.Name))
+		}
+	}
+	for _, inf := range k.podInfs {
+		for _, o := range inf.GetStore().List() {
+			p := o.(*corev1.Pod)
+			out = append(out, PodUnit(p.Namespace, p.Name))
+		}
+	}
+	return out
+}

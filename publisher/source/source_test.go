@@ -1,0 +1,201 @@
+package source
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+type recorder struct {
+	mu    sync.Mutex
+	units map[string]int
+}
+
+func (r *recorder) notify(u string, _ time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.units == nil {
+		r.units = map[string]int{}
+	}
+	r.units[u]++
+}
+
+func (r *recorder) has(u string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.units[u] > 0
+}
+
+func wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestParseUnit(t *testing.T) {
+	for _, c := range []struct{ unit, kind, ns, name string }{
+		{"service/default/kubernetes", "service", "default", "kubernetes"},
+		{"pod/apps/web-0", "pod", "apps", "web-0"},
+		{"zone/cluster.local", "zone", "", "cluster.local"},
+	} {
+		k, ns, n := ParseUnit(c.unit)
+		if k != c.kind || ns != c.ns || n != c.name {
+			t.Errorf("%s: %s %s %s", c.unit, k, ns, n)
+		}
+	}
+}
+
+func TestKubeSource(t *testing.T) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Labels: map[string]string{"dns": "yes"}}}
+	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hidden"}}
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p"}}
+	kc := fake.NewClientset(svc, other, sl, pod)
+	k := NewKube(kc, nil, "dns=yes", true)
+	var r recorder
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k.Start(ctx, r.notify); err != nil {
+		t.Fatal(err)
+	}
+	units := k.Units()
+	sort.Strings(units)
+	if want := []string{"pod/default/p", "service/default/web"}; !reflect.DeepEqual(units, want) {
+		t.Fatalf("units %v, want %v (label selector applies to services)", units, want)
+	}
+	if _, ok := k.Service("default", "web"); !ok {
+		t.Fatal("service missing")
+	}
+	if got := k.Slices("default", "web"); len(got) != 1 {
+		t.Fatalf("slices %d", len(got))
+	}
+	if _, ok := k.Pod("default", "p"); !ok {
+		t.Fatal("pod missing")
+	}
+	// A slice event is an event of its service.
+	sl2 := sl.DeepCopy()
+	sl2.Name = "web-2"
+	kc.DiscoveryV1().EndpointSlices("default").Create(ctx, sl2, metav1.CreateOptions{})
+	wait(t, "slice event", func() bool { return len(k.Slices("default", "web")) == 2 && r.has("service/default/web") })
+}
+
+func TestKubeSourceNamespaces(t *testing.T) {
+	a := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "s"}}
+	b := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "s"}}
+	c := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "c", Name: "s"}}
+	k := NewKube(fake.NewClientset(a, b, c), []string{"a", "c"}, "", false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k.Start(ctx, func(string, time.Time) {}); err != nil {
+		t.Fatal(err)
+	}
+	units := k.Units()
+	sort.Strings(units)
+	if want := []string{"service/a/s", "service/c/s"}; !reflect.DeepEqual(units, want) {
+		t.Fatalf("units %v, want %v", units, want)
+	}
+}
+
+const manifests = `# comment only document
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: apps}
+spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}]}
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: apps
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+endpoints: [{addresses: [10.244.0.5]}]
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: ignored}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p}
+status: {podIP: 10.244.0.6}
+`
+
+const list = `{"apiVersion":"v1","kind":"List","items":[
+ {"apiVersion":"v1","kind":"Service","metadata":{"name":"db","namespace":"apps"},"spec":{"clusterIP":"None"}}
+]}`
+
+func TestFilesSource(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(manifests), 0o644)
+	os.WriteFile(filepath.Join(dir, "b.json"), []byte(list), 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not a manifest"), 0o644)
+	f := NewFiles(dir, true, nil)
+	f.Interval = 20 * time.Millisecond
+	var r recorder
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := f.Start(ctx, r.notify); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"pod/default/p", "service/apps/db", "service/apps/web"}
+	if got := f.Units(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("units %v, want %v", got, want)
+	}
+	if len(f.Slices("apps", "web")) != 1 {
+		t.Fatal("slice missing")
+	}
+	if _, ok := f.Pod("default", "p"); !ok {
+		t.Fatal("pod missing (default namespace)")
+	}
+
+	// Change one slice, delete the list file: exactly those units change.
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(
+		strings.Replace(manifests, "10.244.0.5", "10.244.0.7", 1)), 0o644)
+	os.Remove(filepath.Join(dir, "b.json"))
+	wait(t, "file change", func() bool { return r.has("service/apps/web") && r.has("service/apps/db") })
+	if r.has("pod/default/p") {
+		t.Error("an unchanged pod was reported")
+	}
+	if _, ok := f.Service("apps", "db"); ok {
+		t.Error("deleted file's service still present")
+	}
+	if ep := f.Slices("apps", "web")[0].Endpoints[0].Addresses[0]; ep != "10.244.0.7" {
+		t.Errorf("slice not re-read: %s", ep)
+	}
+}
+
+func TestFilesSourceKeepsLastGoodState(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(manifests), 0o644)
+	f := NewFiles(dir, false, nil)
+	f.Interval = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := f.Start(ctx, func(string, time.Time) {}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "a.yaml"), []byte("apiVersion: v1\nkind: Service\nmetadata: [broken"), 0o644)
+	time.Sleep(100 * time.Millisecond)
+	if _, ok := f.Service("apps", "web"); !ok {
+		t.Fatal("a broken file dropped the last good state")
+	}
+}

@@ -1,0 +1,358 @@
+package answer
+
+import (
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// PodMode says where a-b-c-d.<ns>.pod.<zone> answers come from.
+type PodMode string
+
+const (
+	PodsInsecure PodMode = "insecure" // synthesized from the name, any namespace
+	PodsVerified PodMode = "verified" // only records held in the snapshot
+	PodsDisabled PodMode = "disabled" // NXDOMAIN for everything under pod.<zone>
+)
+
+// Options are the server's settings that shape answers.
+type Options struct {
+	Pods   PodMode
+	Rotate bool
+	SOA    SOA
+}
+
+// SOA is the synthesized SOA of every zone; Mname and Rname are relative
+// to the zone. TTL is also the NS record's TTL.
+type SOA struct {
+	Mname, Rname                         string
+	TTL, Refresh, Retry, Expire, Minimum uint32
+}
+
+// EDNSSize is the UDP payload size dnsd advertises: the DNS flag day 2020
+// value, which avoids IP fragmentation on common paths.
+const EDNSSize = 1232
+
+// maxChase bounds CNAME chains inside a zone, as CoreDNS does (8 links).
+const maxChase = 8
+
+// Answer returns the response to req, or nil when req must not be
+// answered (it is itself a response). A nil snapshot means nothing is
+// loaded yet. rot is a per-query counter used to
+// rotate multi-record answers when o.Rotate is set.
+func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
+	if req.Response {
+		return nil
+	}
+	m := new(dns.Msg)
+	m.Id = req.Id
+	m.Response = true
+	m.Opcode = req.Opcode
+	m.RecursionDesired = req.RecursionDesired
+	m.CheckingDisabled = req.CheckingDisabled
+	m.Compress = true
+	if len(req.Question) == 1 {
+		m.Question = []dns.Question{req.Question[0]}
+	}
+
+	if req.Opcode != dns.OpcodeQuery {
+		m.Rcode = dns.RcodeNotImplemented
+		return m
+	}
+	opt, opts := (*dns.OPT)(nil), 0
+	for _, rr := range req.Extra {
+		if o, ok := rr.(*dns.OPT); ok {
+			opt = o
+			opts++
+		}
+	}
+	if len(req.Question) != 1 || opts > 1 || opt != nil && opt.Hdr.Name != "." {
+		m.Rcode = dns.RcodeFormatError
+		return m
+	}
+	if opt != nil {
+		r := new(dns.OPT)
+		r.Hdr = dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}
+		r.SetUDPSize(EDNSSize)
+		r.SetDo(opt.Do())
+		m.Extra = []dns.RR{r}
+		if opt.Version() != 0 {
+			m.Rcode = dns.RcodeBadVers
+			return m
+		}
+	}
+
+	if s == nil {
+		// Nothing loaded yet: SERVFAIL makes resolvers try another server
+		// or again later, where REFUSED would say the zone is not ours.
+		m.Rcode = dns.RcodeServerFailure
+		return m
+	}
+	q := req.Question[0]
+	switch q.Qtype {
+	case dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY:
+		m.Rcode = dns.RcodeFormatError // meta types are never questions
+		return m
+	}
+	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
+	z := s.Zone(name)
+	if z == nil || q.Qclass != dns.ClassINET {
+		m.Rcode = dns.RcodeRefused // not ours: no recursion, no other classes
+		return m
+	}
+	switch q.Qtype {
+	case dns.TypeAXFR, dns.TypeIXFR:
+		m.Rcode = dns.RcodeRefused // zone transfers are not offered
+		return m
+	}
+	m.Authoritative = true
+	r := resolver{s: s, z: z, o: o, rot: rot}
+	r.resolve(name, dns.Fqdn(q.Name), q.Qtype)
+	m.Rcode = r.rcode
+	m.Answer = r.answer
+	m.Extra = append(r.extra, m.Extra...)
+	if r.negative {
+		m.Ns = []dns.RR{r.soa(min(o.SOA.TTL, o.SOA.Minimum))}
+	}
+	return m
+}
+
+type resolver struct {
+	s   *snap.Snapshot
+	z   *snap.Zone
+	o   *Options
+	rot uint32
+
+	rcode    int
+	answer   []dns.RR
+	extra    []dns.RR
+	negative bool
+}
+
+// resolve answers name (canonical) asked as owner (the question's own
+// spelling, echoed in the answer for 0x20 clients), following CNAMEs
+// inside the zone.
+func (r *resolver) resolve(name, owner string, qtype uint16) {
+	var seen []string
+	for {
+		node, exists := r.lookup(name)
+		if !exists {
+			r.rcode, r.negative = dns.RcodeNameError, true
+			return
+		}
+		if name == r.z.Name && r.apex(owner, qtype) {
+			return
+		}
+		if cname := node.Set(dns.TypeCNAME); cname != nil && qtype != dns.TypeCNAME {
+			r.answer = append(r.answer, named(cname[0], owner))
+			next := strings.TrimSuffix(cname[0].(*dns.CNAME).Target, ".")
+			seen = append(seen, name)
+			// Out of zone: the client's resolver follows it. In zone: ours
+			// to follow, unless it loops or runs too long.
+			if qtype == dns.TypeANY || !keys.IsSubdomain(next, r.z.Name) || len(seen) > maxChase || contains(seen, next) {
+				return
+			}
+			name, owner = next, next+"."
+			continue
+		}
+		rrs := node.Set(qtype)
+		if qtype == dns.TypeANY && len(node.Sets) > 0 {
+			// RFC 8482: one RRset is a complete answer to ANY.
+			rrs = node.Sets[0].RRs
+		}
+		if len(rrs) == 0 {
+			r.negative = true
+			return
+		}
+		r.add(rrs, owner)
+		if qtype == dns.TypeSRV {
+			r.glue(rrs)
+		}
+		return
+	}
+}
+
+// apex answers the synthesized SOA and NS records; false when qtype is not
+// one of them.
+func (r *resolver) apex(owner string, qtype uint16) bool {
+	switch qtype {
+	case dns.TypeSOA, dns.TypeANY:
+		if n := r.z.Node(r.z.Name); qtype == dns.TypeANY && n != nil && len(n.Sets) > 0 {
+			return false // records held at the apex are the one RRset
+		}
+		r.answer = append(r.answer, named(r.soa(r.o.SOA.TTL), owner))
+	case dns.TypeNS:
+		ns := r.mname()
+		r.answer = append(r.answer, &dns.NS{Hdr: hdr(owner, dns.TypeNS, r.o.SOA.TTL), Ns: ns})
+		r.addresses(strings.TrimSuffix(ns, "."))
+	default:
+		return false
+	}
+	return true
+}
+
+func (r *resolver) mname() string {
+	return dns.Fqdn(r.o.SOA.Mname + "." + r.z.Name)
+}
+
+func (r *resolver) soa(ttl uint32) *dns.SOA {
+	z := r.z.Name + "."
+	return &dns.SOA{
+		Hdr:     hdr(z, dns.TypeSOA, ttl),
+		Ns:      r.mname(),
+		Mbox:    dns.Fqdn(r.o.SOA.Rname + "." + r.z.Name),
+		Serial:  r.z.Serial,
+		Refresh: r.o.SOA.Refresh,
+		Retry:   r.o.SOA.Retry,
+		Expire:  r.o.SOA.Expire,
+		Minttl:  r.o.SOA.Minimum,
+	}
+}
+
+// lookup finds a name's node; exists is false when nothing is at or below
+// the name, which is what NXDOMAIN means (RFC 8020).
+func (r *resolver) lookup(name string) (*snap.Node, bool) {
+	if node, ok := r.pod(name); ok {
+		return node, node != nil
+	}
+	node := r.z.Node(name)
+	return node, node != nil || name == r.z.Name
+}
+
+// pod handles names under pod.<zone> unless they come from the snapshot.
+func (r *resolver) pod(name string) (*snap.Node, bool) {
+	if r.z.Reverse || r.o.Pods == PodsVerified {
+		return nil, false
+	}
+	base := "pod." + r.z.Name
+	if !keys.IsSubdomain(name, base) {
+		return nil, false
+	}
+	if r.o.Pods == PodsDisabled {
+		return nil, true
+	}
+	if name == base {
+		return &snap.Node{Name: name}, true
+	}
+	labels := strings.Split(strings.TrimSuffix(name, "."+base), ".")
+	switch {
+	case len(labels) == 1 && keys.IsLabel(labels[0]):
+		return &snap.Node{Name: name}, true // <ns>.pod.<zone>: any namespace may have pods
+	case len(labels) == 2 && keys.IsLabel(labels[1]):
+		ip, ok := keys.ParseDashedIP(labels[0])
+		if !ok {
+			return nil, true
+		}
+		h := hdr(name+".", dns.TypeA, r.z.TTL)
+		var rr dns.RR
+		if ip.Is4() {
+			a := ip.As4()
+			rr = &dns.A{Hdr: h, A: a[:]}
+		} else {
+			h.Rrtype = dns.TypeAAAA
+			a := ip.As16()
+			rr = &dns.AAAA{Hdr: h, AAAA: a[:]}
+		}
+		return &snap.Node{Name: name, Sets: []snap.RRSet{{Type: h.Rrtype, RRs: []dns.RR{rr}}}}, true
+	}
+	return nil, true
+}
+
+// add appends an RRset, rotated, under the owner name as asked.
+func (r *resolver) add(rrs []dns.RR, owner string) {
+	n := len(rrs)
+	start := 0
+	if r.o.Rotate && n > 1 {
+		start = int(r.rot % uint32(n))
+	}
+	for i := range n {
+		r.answer = append(r.answer, named(rrs[(start+i)%n], owner))
+	}
+}
+
+// glue adds the addresses of SRV targets that we hold, so a client needs
+// no second query (spec 000 sections 2.3.2 and 2.4.2).
+func (r *resolver) glue(srvs []dns.RR) {
+	var done []string
+	for _, rr := range srvs {
+		t := strings.TrimSuffix(rr.(*dns.SRV).Target, ".")
+		if contains(done, t) {
+			continue
+		}
+		done = append(done, t)
+		r.addresses(t)
+	}
+}
+
+func (r *resolver) addresses(name string) {
+	z := r.s.Zone(name)
+	if z == nil {
+		return
+	}
+	n := z.Node(name)
+	if n.Set(dns.TypeCNAME) != nil {
+		return
+	}
+	r.extra = append(r.extra, n.Set(dns.TypeA)...)
+	r.extra = append(r.extra, n.Set(dns.TypeAAAA)...)
+}
+
+// named returns rr under owner. Snapshot records are shared by every
+// query and never modified, so a different spelling gets a copy.
+func named(rr dns.RR, owner string) dns.RR {
+	if rr.Header().Name == owner {
+		return rr
+	}
+	c := dns.Copy(rr)
+	c.Header().Name = owner
+	return c
+}
+
+func hdr(name string, t uint16, ttl uint32) dns.RR_Header {
+	return dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET, Ttl: ttl}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Size is the largest response the client takes: 512 octets over UDP
+// without EDNS, its advertised buffer (at least 512) with it, and 65535
+// over TCP.
+func Size(req *dns.Msg, udp bool) int {
+	if !udp {
+		return dns.MaxMsgSize
+	}
+	if opt := req.IsEdns0(); opt != nil {
+		return max(int(opt.UDPSize()), dns.MinMsgSize)
+	}
+	return dns.MinMsgSize
+}
+
+// Fit makes m fit in size octets without breaking an RRset: first the
+// additional section goes (RFC 2181 section 9: no TC needed for that),
+// then, if the answer still does not fit, answer and authority go and TC
+// tells the client to ask again over TCP.
+func Fit(m *dns.Msg, size int) {
+	if m.Len() <= size {
+		return
+	}
+	opt := m.IsEdns0()
+	m.Extra = nil
+	if opt != nil {
+		m.Extra = []dns.RR{opt}
+	}
+	if m.Len() <= size {
+		return
+	}
+	m.Answer, m.Ns = nil, nil
+	m.Truncated = true
+}

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/server/snap"
+	"github.com/etcdns/etcdns/server/store"
+)
+
+// Ops are what the operations endpoints read.
+type Ops struct {
+	Gatherer  prometheus.Gatherer
+	Ready     <-chan struct{}
+	Snapshot  func() *snap.Snapshot
+	Malformed func(owner string) []store.Malformed
+}
+
+// Handler serves /metrics, /healthz, /readyz and /debug/records.
+func (o Ops) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-o.Ready:
+			fmt.Fprintln(w, "ok")
+		default:
+			http.Error(w, "first load of the zones from etcd not complete", http.StatusServiceUnavailable)
+		}
+	})
+	mux.HandleFunc("GET /debug/records", o.records)
+	// Profiles, for the performance work the benchmark drives; the
+	// operations address is loopback unless configured otherwise.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	return mux
+}
+
+// records prints what dnsd holds for one name: its keys and values, the
+// type each was given, the records served, and the keys skipped there.
+func (o Ops) records(w http.ResponseWriter, r *http.Request) {
+	name, err := keys.CanonicalName(r.URL.Query().Get("name"))
+	if err != nil {
+		http.Error(w, "want ?name=<fqdn>: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	sn := o.Snapshot()
+	if sn == nil {
+		http.Error(w, "nothing loaded yet", http.StatusServiceUnavailable)
+		return
+	}
+	z := sn.Zone(name)
+	if z == nil {
+		fmt.Fprintf(w, "%s: in no served zone\n", name)
+		return
+	}
+	fmt.Fprintf(w, "name %s\nzone %s (etcd range %s, serial %d, snapshot revision %d)\n", name, z.Name, z.Range, z.Serial, sn.Rev)
+	n := z.Node(name)
+	switch {
+	case n == nil:
+		fmt.Fprintln(w, "nothing held at or below this name")
+	case len(n.Entries) == 0:
+		fmt.Fprintln(w, "empty non-terminal: names below it hold records")
+	}
+	if n != nil {
+		for _, e := range n.Entries {
+			fmt.Fprintf(w, "key %s %s %s\n", e.Key, typeLabel(e.Type), e.Value.Encode())
+		}
+		for _, set := range n.Sets {
+			for _, rr := range set.RRs {
+				fmt.Fprintf(w, "rr %s\n", strings.ReplaceAll(rr.String(), "\t", " "))
+			}
+		}
+	}
+	if o.Malformed != nil {
+		for _, m := range o.Malformed(name) {
+			fmt.Fprintf(w, "skipped %s %s: %s\n", m.Key, m.Value, m.Err)
+		}
+	}
+}

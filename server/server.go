@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdns/etcdns/server/answer"
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// Server answers DNS queries from the snapshot its source returns.
+type Server struct {
+	snapshot func() *snap.Snapshot
+	opts     answer.Options
+	log      *slog.Logger
+	rot      atomic.Uint32
+	cache    atomic.Pointer[respCache]
+
+	queries *prometheus.CounterVec
+	latency prometheus.Histogram
+}
+
+// New returns a server reading snapshots from snapshot, with its metrics
+// registered on reg.
+func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Registerer, log *slog.Logger) *Server {
+	s := &Server{
+		snapshot: snapshot,
+		opts:     opts,
+		log:      log,
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_queries_total", Help: "DNS queries answered, by question type and response code.",
+		}, []string{"qtype", "rcode"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "etcdns_dnsd_query_duration_seconds",
+			Help:    "Time from a parsed query to its response written.",
+			Buckets: prometheus.ExponentialBuckets(5e-6, 2.5, 12), // 5µs .. about 1.2s
+		}),
+	}
+	reg.MustRegister(s.queries, s.latency)
+	return s
+}
+
+// respond builds the response to req from sn, packed into buf, within
+// size octets. whole is false when Fit had to cut it to size. A nil wire
+// means nothing must be sent.
+func (s *Server) respond(sn *snap.Snapshot, req *dns.Msg, size int, buf []byte) (wire []byte, m *dns.Msg, whole bool) {
+	m = answer.Answer(sn, req, &s.opts, s.rot.Add(1))
+	if m == nil {
+		return nil, nil, false
+	}
+	b, err := m.PackBuffer(buf)
+	if err == nil && len(b) <= size {
+		return b, m, true
+	}
+	answer.Fit(m, size)
+	if b, err = m.PackBuffer(buf); err != nil {
+		// Nothing the engine builds fails to pack; if it ever does, the
+		// client gets SERVFAIL, not silence.
+		s.log.Error("packing a response failed", "err", err, "question", m.Question)
+		m = &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
+		m.Rcode = dns.RcodeServerFailure
+		if b, err = m.PackBuffer(buf); err != nil {
+			return nil, nil, false
+		}
+	}
+	return b, m, false
+}
+
+// ServeDNS implements dns.Handler, for TCP.
+func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
+	start := time.Now()
+	udp := w.RemoteAddr().Network() == "udp"
+	b, m, _ := s.respond(s.snapshot(), req, answer.Size(req, udp), nil)
+	if b == nil {
+		return
+	}
+	_, _ = w.Write(b)
+	s.count(req, m, start)
+}
+
+// count records an answered query and returns its counter.
+func (s *Server) count(req, m *dns.Msg, start time.Time) prometheus.Counter {
+	qtype := "none"
+	if req != nil && len(req.Question) > 0 {
+		qtype = typeLabel(req.Question[0].Qtype)
+	}
+	c := s.queries.WithLabelValues(qtype, rcodeLabel(m.Rcode))
+	c.Inc()
+	s.latency.Observe(time.Since(start).Seconds())
+	return c
+}
+
+// typeLabel keeps the qtype label bounded: random qtypes from the network
+// must not grow the metric without end.
+func typeLabel(t uint16) string {
+	if s, ok := dns.TypeToString[t]; ok {
+		return s
+	}
+	return "other"
+}
+
+func rcodeLabel(r int) string {
+	if s, ok := dns.RcodeToString[r]; ok {
+		return s
+	}
+	return strconv.Itoa(r)
+}
+
+// accept lets every query through to ServeDNS, which gives the exact
+// rcode for odd ones (NOTIMP, FORMERR); only responses are dropped, so
+// two servers can never be made to loop.
+func accept(dh dns.Header) dns.MsgAcceptAction {
+	const qr = 1 << 15
+	if dh.Bits&qr != 0 {
+		return dns.MsgIgnore
+	}
+	return dns.MsgAccept
+}
+
+// Listener is the bound DNS address: UDP sockets (one per CPU, sharing the
+// port with SO_REUSEPORT where available) and one TCP listener.
+type Listener struct {
+	Addr string
+	udp  []*net.UDPConn
+	tcp  net.Listener
+}
+
+// Listen binds addr for UDP and TCP. Port 0 picks one port for both.
+func Listen(addr string) (*Listener, error) {
+	first, err := listenUDP(addr)
+	if err != nil {
+		return nil, err
+	}
+	bound := first.LocalAddr().String()
+	l := &Listener{Addr: bound, udp: []*net.UDPConn{first}}
+	if l.tcp, err = net.Listen("tcp", bound); err != nil {
+		first.Close()
+		return nil, err
+	}
+	for range runtime.GOMAXPROCS(0) - 1 {
+		pc, err := listenUDP(bound)
+		if err != nil {
+			break // no SO_REUSEPORT: one socket serves
+		}
+		l.udp = append(l.udp, pc)
+	}
+	return l, nil
+}
+
+// Serve answers on l until ctx ends, then shuts down: in-flight queries
+// get their answers, new ones are not read.
+func (s *Server) Serve(ctx context.Context, l *Listener) error {
+	tcp := &dns.Server{
+		Listener: l.tcp, Handler: s, MsgAcceptFunc: accept,
+		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second },
+	}
+	errs := make(chan error, len(l.udp)+1)
+	var wg sync.WaitGroup
+	for _, pc := range l.udp {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.serveUDP(pc); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := tcp.ActivateAndServe(); err != nil {
+			errs <- err
+		}
+	}()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+		err = fmt.Errorf("dns server on %s: %w", l.Addr, err)
+	}
+	for _, pc := range l.udp {
+		_ = pc.SetReadDeadline(time.Now())
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = tcp.ShutdownContext(sctx)
+	wg.Wait()
+	for _, pc := range l.udp {
+		pc.Close()
+	}
+	return err
+}

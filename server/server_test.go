@@ -1,0 +1,188 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdns/etcdns/server/answer"
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+var zones = []snap.Config{
+	{Name: "cluster.local", Prefix: "/skydns", TTL: 5},
+	{Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5},
+}
+
+var opts = answer.Options{
+	Pods: answer.PodsInsecure, Rotate: true,
+	SOA: answer.SOA{Mname: "ns.dns", Rname: "hostmaster", TTL: 5, Refresh: 7200, Retry: 1800, Expire: 86400, Minimum: 5},
+}
+
+// testSnapshot holds one service and a headless one with n endpoints.
+func testSnapshot(t testing.TB, n int) *snap.Snapshot {
+	kvs := []snap.KV{
+		{Key: "/skydns/local/cluster/svc/default/kubernetes/x", Value: []byte(`{"host":"10.96.0.1"}`)},
+		{Key: "/skydns/arpa/in-addr/10/96/0/1", Value: []byte(`{"host":"kubernetes.default.svc.cluster.local"}`)},
+	}
+	for i := range n {
+		kvs = append(kvs, snap.KV{
+			Key:   fmt.Sprintf("/skydns/local/cluster/svc/default/big/e%d", i),
+			Value: []byte(fmt.Sprintf(`{"host":"10.4.%d.%d"}`, i/250, i%250+1)),
+		})
+	}
+	s, errs := snap.Build(zones, 9, kvs)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return s
+}
+
+func newServer(t testing.TB, s *snap.Snapshot) *Server {
+	return New(func() *snap.Snapshot { return s }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func TestServeUDPAndTCP(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 300))
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+
+	ask := func(net, name string, edns uint16) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg).SetQuestion(name, dns.TypeA)
+		if edns > 0 {
+			m.SetEdns0(edns, false)
+		}
+		c := &dns.Client{Net: net, Timeout: 2 * time.Second, UDPSize: 65535}
+		var r *dns.Msg
+		for range 20 { // the servers start asynchronously
+			if r, _, err = c.Exchange(m, l.Addr); err == nil {
+				return r
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s %s: %v", net, name, err)
+		return nil
+	}
+	for _, network := range []string{"udp", "tcp"} {
+		r := ask(network, "kubernetes.default.svc.cluster.local.", 0)
+		if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !r.Authoritative {
+			t.Fatalf("%s: %v", network, r)
+		}
+	}
+	r := ask("udp", "big.default.svc.cluster.local.", 1232)
+	if !r.Truncated || len(r.Answer) != 0 {
+		t.Fatalf("300 records over UDP: TC=%v answer=%d", r.Truncated, len(r.Answer))
+	}
+	r = ask("tcp", "big.default.svc.cluster.local.", 1232)
+	if r.Truncated || len(r.Answer) != 300 {
+		t.Fatalf("300 records over TCP: TC=%v answer=%d", r.Truncated, len(r.Answer))
+	}
+	r = ask("udp", "example.com.", 0)
+	if r.Rcode != dns.RcodeRefused || r.RecursionAvailable {
+		t.Fatalf("outside the zones: %v", r)
+	}
+
+	// Garbage and responses get no crash; the server keeps answering.
+	c, err := (&dns.Client{Net: "udp"}).Dial(l.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, junk := range [][]byte{{}, {1}, make([]byte, 11), {0, 1, 0x80, 0, 0, 1, 0, 0, 0, 0, 0, 0}, []byte(strings.Repeat("\xff", 600))} {
+		c.Conn.Write(junk)
+	}
+	c.Close()
+	if r := ask("udp", "kubernetes.default.svc.cluster.local.", 0); len(r.Answer) != 1 {
+		t.Fatalf("after garbage: %v", r)
+	}
+}
+
+func TestOps(t *testing.T) {
+	s := testSnapshot(t, 2)
+	ready := make(chan struct{})
+	reg := prometheus.NewRegistry()
+	srv := New(func() *snap.Snapshot { return s }, opts, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	h := httptest.NewServer(Ops{Gatherer: reg, Ready: ready, Snapshot: func() *snap.Snapshot { return s }}.Handler())
+	defer h.Close()
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(h.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/readyz"); code != http.StatusServiceUnavailable {
+		t.Fatalf("readyz before the load: %d", code)
+	}
+	close(ready)
+	if code, _ := get("/readyz"); code != http.StatusOK {
+		t.Fatalf("readyz after the load: %d", code)
+	}
+	if code, _ := get("/healthz"); code != http.StatusOK {
+		t.Fatalf("healthz: %d", code)
+	}
+	code, body := get("/debug/records?name=kubernetes.default.svc.cluster.local.")
+	if code != http.StatusOK || !strings.Contains(body, "key /skydns/local/cluster/svc/default/kubernetes/x A {\"host\":\"10.96.0.1\"}") {
+		t.Fatalf("debug/records: %d\n%s", code, body)
+	}
+	if _, body := get("/debug/records?name=svc.cluster.local"); !strings.Contains(body, "empty non-terminal") {
+		t.Fatalf("debug/records of a non-terminal:\n%s", body)
+	}
+	srv.ServeDNS(&fakeWriter{}, new(dns.Msg).SetQuestion("nope.cluster.local.", dns.TypeA))
+	if _, body := get("/metrics"); !strings.Contains(body, `etcdns_dnsd_queries_total{qtype="A",rcode="NXDOMAIN"} 1`) || !strings.Contains(body, "etcdns_dnsd_query_duration_seconds_count 1") {
+		t.Fatalf("metrics:\n%s", body)
+	}
+}
+
+// The response cache lives and dies with its snapshot, and echoes each
+// query's own id and flags.
+func TestCacheFollowsSnapshot(t *testing.T) {
+	cur := testSnapshot(t, 0)
+	srv := New(func() *snap.Snapshot { return cur }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w := &udpWorker{s: srv}
+	ask := func(id uint16, rd bool) *dns.Msg {
+		t.Helper()
+		q := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
+		q.Id, q.RecursionDesired = id, rd
+		b, _ := q.Pack()
+		var m dns.Msg
+		if err := m.Unpack(w.handle(b)); err != nil {
+			t.Fatal(err)
+		}
+		return &m
+	}
+	if m := ask(1, true); len(m.Answer) != 1 || m.Id != 1 || !m.RecursionDesired {
+		t.Fatalf("first: %v", m)
+	}
+	if m := ask(2, false); len(m.Answer) != 1 || m.Id != 2 || m.RecursionDesired {
+		t.Fatalf("cached: %v", m)
+	}
+	next, _ := snap.Build(zones, 10, nil)
+	cur = next
+	if m := ask(3, true); m.Rcode != dns.RcodeNameError || m.Id != 3 {
+		t.Fatalf("after the snapshot changed: %v", m)
+	}
+}

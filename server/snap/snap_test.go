@@ -1,0 +1,112 @@
+package snap
+
+import (
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+var cfg = Config{Name: "cluster.local", Prefix: "/skydns", TTL: 5}
+
+func put(t *testing.T, z *Zone, b *Batch, key, value string) {
+	t.Helper()
+	owner, e, err := z.Parse(key, []byte(value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Put(owner, e)
+}
+
+func TestBatchKeepsNonTerminalsExact(t *testing.T) {
+	z0 := NewZone(cfg)
+	b := z0.Edit()
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/x2", `{"host":"10.0.0.2"}`)
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/b/x1", `{"host":"10.0.0.3"}`)
+	z1 := b.Done(7)
+	if z1.Records != 3 || z1.Serial != 7 {
+		t.Fatalf("records %d serial %d", z1.Records, z1.Serial)
+	}
+	for _, n := range []string{"cluster.local", "svc.cluster.local", "ns.svc.cluster.local", "a.ns.svc.cluster.local"} {
+		if z1.Node(n) == nil {
+			t.Errorf("%s missing", n)
+		}
+	}
+	if got := len(z1.Node("a.ns.svc.cluster.local").Set(dns.TypeA)); got != 2 {
+		t.Fatalf("a has %d A records", got)
+	}
+
+	b = z1.Edit()
+	b.Delete("a.ns.svc.cluster.local", "/skydns/local/cluster/svc/ns/a/x1")
+	b.Delete("a.ns.svc.cluster.local", "/skydns/local/cluster/svc/ns/a/x2")
+	z2 := b.Done(8)
+	if z2.Node("a.ns.svc.cluster.local") != nil || z2.Node("ns.svc.cluster.local") == nil {
+		t.Fatal("a must be gone and ns kept for b")
+	}
+	b = z2.Edit()
+	b.Delete("b.ns.svc.cluster.local", "/skydns/local/cluster/svc/ns/b/x1")
+	z3 := b.Done(9)
+	for _, n := range []string{"svc.cluster.local", "ns.svc.cluster.local", "b.ns.svc.cluster.local"} {
+		if z3.Node(n) != nil {
+			t.Errorf("%s still exists with nothing below it", n)
+		}
+	}
+	// Earlier zones are untouched: queries reading them see no change.
+	if z1.Records != 3 || len(z1.Node("a.ns.svc.cluster.local").Set(dns.TypeA)) != 2 || z1.Node("b.ns.svc.cluster.local") == nil {
+		t.Fatal("an edit changed the zone it started from")
+	}
+	if z2.Node("b.ns.svc.cluster.local") == nil {
+		t.Fatal("an edit changed the zone it started from")
+	}
+}
+
+func TestParse(t *testing.T) {
+	z := NewZone(cfg)
+	rz := NewZone(Config{Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5})
+	for _, c := range []struct {
+		z          *Zone
+		key, value string
+		owner      string
+		typ        uint16
+		bad        bool
+	}{
+		{z, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`, "a.ns.svc.cluster.local", dns.TypeA, false},
+		{z, "/skydns/local/cluster/svc/ns/a/x", `{"host":"fd00::1"}`, "a.ns.svc.cluster.local", dns.TypeAAAA, false},
+		{z, "/skydns/local/cluster/svc/ns/a/x", `{"host":"example.com"}`, "a.ns.svc.cluster.local", dns.TypeCNAME, false},
+		{z, "/skydns/local/cluster/svc/ns/a/_tcp/_http/x", `{"host":"a.ns.svc.cluster.local","port":80}`, "_http._tcp.a.ns.svc.cluster.local", dns.TypeSRV, false},
+		{z, "/skydns/local/cluster/dns-version/x", `{"text":"1.0.1"}`, "dns-version.cluster.local", dns.TypeTXT, false},
+		{rz, "/skydns/arpa/in-addr/10/0/0/1", `{"host":"a.ns.svc.cluster.local"}`, "1.0.0.10.in-addr.arpa", dns.TypePTR, false},
+		{z, "/skydns/local/cluster/svc/ns/a/x", `not json`, "a.ns.svc.cluster.local", 0, true},
+		{z, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1","text":"t"}`, "a.ns.svc.cluster.local", 0, true},
+		{z, "/skydns/local/cluster/svc/ns/a/x", `{"host":"m.example.com","mail":true}`, "a.ns.svc.cluster.local", 0, true},
+		{z, "/skydns/local/cluster/svc/ns/a/x", `{"host":"a.example.com","port":80}`, "a.ns.svc.cluster.local", 0, true},
+		{z, "/skydns/local/cluster/svc/NS/a/x", `{"host":"10.0.0.1"}`, "", 0, true},
+		{z, "/skydns/local/cluster/sv c/x", `{"host":"10.0.0.1"}`, "", 0, true},
+	} {
+		owner, e, err := c.z.Parse(c.key, []byte(c.value))
+		if (err != nil) != c.bad || owner != c.owner || e.Type != c.typ {
+			t.Errorf("Parse(%s, %s) = %q, %s, %v; want %q, %s, bad %v", c.key, c.value, owner, dns.TypeToString[e.Type], err, c.owner, dns.TypeToString[c.typ], c.bad)
+		}
+	}
+}
+
+func TestBuildDeduplicatesAndEvensTTL(t *testing.T) {
+	s, errs := Build([]Config{cfg}, 3, []KV{
+		{"/skydns/local/cluster/svc/ns/a/x1", []byte(`{"host":"10.0.0.1","ttl":30}`)},
+		{"/skydns/local/cluster/svc/ns/a/x2", []byte(`{"host":"10.0.0.1","ttl":10}`)},
+		{"/skydns/local/cluster/svc/ns/a/x3", []byte(`{"host":"10.0.0.2","ttl":20}`)},
+		{"/skydns/local/cluster/svc/ns/a/x4", []byte(`{broken`)},
+	})
+	if len(errs) != 1 {
+		t.Fatalf("want one skipped value, got %v", errs)
+	}
+	rrs := s.Zone("a.ns.svc.cluster.local").Node("a.ns.svc.cluster.local").Set(dns.TypeA)
+	if len(rrs) != 2 {
+		t.Fatalf("want 2 distinct A records, got %v", rrs)
+	}
+	for _, r := range rrs {
+		if r.Header().Ttl != 10 {
+			t.Errorf("TTL %d: an RRset has one TTL, the smallest", r.Header().Ttl)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// PageSize bounds one range request of the initial load, so a large zone
+// never becomes one huge etcd response.
+const PageSize = 1000
+
+// Store holds the current snapshot and keeps it current.
+type Store struct {
+	cli     *clientv3.Client
+	zones   []snap.Config
+	timeout time.Duration
+	log     *slog.Logger
+
+	cur   atomic.Pointer[snap.Snapshot]
+	ready chan struct{}
+
+	mu  sync.Mutex
+	bad map[string]Malformed // by key
+
+	records   *prometheus.GaugeVec
+	revision  prometheus.Gauge
+	restarts  prometheus.Counter
+	malformed *prometheus.CounterVec
+
+	// afterLoad runs between a load and its watch; tests use it to make
+	// etcd compact the revision the watch is about to start from.
+	afterLoad func()
+}
+
+// Malformed is a key whose value dnsd skips.
+type Malformed struct {
+	Key, Owner, Value, Err string
+}
+
+// New returns a store of zones; timeout bounds each etcd request. Its
+// metrics are registered on reg.
+func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Store {
+	s := &Store{
+		cli: cli, zones: zones, timeout: timeout, log: log,
+		ready: make(chan struct{}),
+		bad:   map[string]Malformed{},
+		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdns_dnsd_records", Help: "Valid values held, per zone.",
+		}, []string{"zone"}),
+		revision: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdns_dnsd_etcd_revision", Help: "The etcd revision the served snapshot is current at.",
+		}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_watch_restarts_total", Help: "Watches lost (compaction, disconnection) and replaced by a relist.",
+		}),
+		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_malformed_values_total", Help: "Values skipped because they are not valid records, per zone.",
+		}, []string{"zone"}),
+	}
+	reg.MustRegister(s.records, s.revision, s.restarts, s.malformed)
+	return s
+}
+
+// Snapshot is what queries read: one atomic load, never blocked. It is
+// nil until the first load is complete.
+func (s *Store) Snapshot() *snap.Snapshot { return s.cur.Load() }
+
+// Ready is closed after the first full load of every zone.
+func (s *Store) Ready() <-chan struct{} { return s.ready }
+
+// MalformedAt returns the skipped keys of an owner name.
+func (s *Store) MalformedAt(owner string) []Malformed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Malformed
+	for _, m := range s.bad {
+		if m.Owner == owner {
+			out = append(out, m)
+		}
+	}
+	slices.SortFunc(out, func(a, b Malformed) int { return cmp.Compare(a.Key, b.Key) })
+	return out
+}
+
+// Run loads and watches until ctx ends. A lost watch is replaced by a full
+// relist; the previous snapshot is served until the relist is complete.
+func (s *Store) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	first := true
+	for {
+		cur, err := s.load(ctx)
+		if err == nil {
+			s.publish(cur)
+			if first {
+				close(s.ready)
+				first = false
+				s.log.Info("loaded all zones", "revision", cur.Rev, "records", countRecords(cur))
+			} else {
+				s.log.Info("relisted all zones", "revision", cur.Rev, "records", countRecords(cur))
+			}
+			if s.afterLoad != nil {
+				s.afterLoad()
+			}
+			backoff = 100 * time.Millisecond
+			err = s.watch(ctx, cur)
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.restarts.Inc()
+			s.log.Warn("watch lost; relisting", "err", err)
+		} else {
+			if ctx.Err() != nil {
+				return nil
+			}
+			s.log.Warn("loading zones from etcd failed; retrying", "err", err, "in", backoff)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func countRecords(sn *snap.Snapshot) int {
+	n := 0
+	for _, z := range sn.Zones {
+		n += z.Records
+	}
+	return n
+}
+
+func (s *Store) publish(sn *snap.Snapshot) {
+	s.cur.Store(sn)
+	s.revision.Set(float64(sn.Rev))
+	for _, z := range sn.Zones {
+		s.records.WithLabelValues(z.Name).Set(float64(z.Records))
+	}
+}
+
+// load reads every zone at a single revision: the first page fixes it and
+// every later page asks for it, so the snapshot is one point in etcd's
+// history even when the load takes several requests.
+func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
+	var rev int64
+	var out []*snap.Zone
+	for _, c := range s.zones {
+		z := snap.NewZone(c)
+		if z.Range == "" {
+			return nil, fmt.Errorf("zone %s: prefix %q is not valid", c.Name, c.Prefix)
+		}
+		b := z.Edit()
+		key, end := z.Range, clientv3.GetPrefixRangeEnd(z.Range)
+		for {
+			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(PageSize)}
+			if rev != 0 {
+				opts = append(opts, clientv3.WithRev(rev))
+			}
+			rctx, cancel := context.WithTimeout(ctx, s.timeout)
+			resp, err := s.cli.Get(rctx, key, opts...)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("range %s: %w", z.Range, err)
+			}
+			if rev == 0 {
+				rev = resp.Header.Revision
+			}
+			for _, kv := range resp.Kvs {
+				s.put(z, b, string(kv.Key), kv.Value)
+			}
+			if !resp.More || len(resp.Kvs) == 0 {
+				break
+			}
+			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		}
+		// Deletions leave no trace in a range, so the load revision is the
+		// only serial that never goes backwards across restarts.
+		out = append(out, b.Done(uint32(rev)))
+	}
+	return snap.NewSnapshot(rev, out), nil
+}
+
+// put applies one stored value; a malformed one removes what the key held
+// before, so a broken write never leaves a stale record behind.
+func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
+	owner, e, err := z.Parse(key, value)
+	if err == nil {
+		b.Put(owner, e)
+		s.forget(key)
+		return
+	}
+	if owner != "" {
+		b.Delete(owner, key)
+	}
+	s.malformed.WithLabelValues(z.Name).Inc()
+	m := Malformed{Key: key, Owner: owner, Value: string(value), Err: err.Error()}
+	s.mu.Lock()
+	old, seen := s.bad[key]
+	s.bad[key] = m
+	s.mu.Unlock()
+	if !seen || old.Err != m.Err {
+		s.log.Warn("skipping malformed value", "key", key, "err", err)
+	}
+}
+
+func (s *Store) forget(key string) {
+	s.mu.Lock()
+	delete(s.bad, key)
+	s.mu.Unlock()
+}
+
+// errWatchClosed reports a watch channel closed without an error.
+var errWatchClosed = errors.New("watch channel closed")
+
+// watch follows every prefix from the revision after cur until the watch
+// fails. One watch per etcd prefix, not per zone: a transaction writing a
+// service's A record and its PTR (two zones, one prefix) then arrives in
+// one response and is published in one snapshot.
+func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	var prefixes []string
+	for _, z := range cur.Zones {
+		if p := z.Prefix + "/"; !slices.Contains(prefixes, p) {
+			prefixes = append(prefixes, p)
+		}
+	}
+	type result struct {
+		resp clientv3.WatchResponse
+		err  error
+	}
+	ch := make(chan result)
+	for _, p := range prefixes {
+		wch := s.cli.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(cur.Rev+1), clientv3.WithProgressNotify())
+		go func() {
+			for resp := range wch {
+				err := resp.Err()
+				select {
+				case ch <- result{resp, err}:
+				case <-ctx.Done():
+					return
+				}
+				if err != nil {
+					return
+				}
+			}
+			select {
+			case ch <- result{err: errWatchClosed}:
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for {
+		var r result
+		select {
+		case r = <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if len(r.resp.Events) == 0 {
+			// Progress: nothing changed in our prefixes up to this revision.
+			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
+			continue
+		}
+		// A response never splits a revision, and applying it whole keeps
+		// every transaction in it atomic for queries.
+		cur = s.apply(cur, r.resp.Events)
+		s.publish(cur)
+	}
+}
+
+// apply derives the next snapshot from events: only the zones they touch
+// are edited, the others are shared with the previous snapshot.
+func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) *snap.Snapshot {
+	next := &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
+	batches := make([]*snap.Batch, len(next.Zones))
+	serials := make([]int64, len(next.Zones))
+	for _, ev := range events {
+		key := string(ev.Kv.Key)
+		next.Rev = max(next.Rev, ev.Kv.ModRevision)
+		// Nested zones each hold the whole of their own range.
+		for i, z := range cur.Zones {
+			if !strings.HasPrefix(key, z.Range) {
+				continue
+			}
+			if batches[i] == nil {
+				batches[i] = z.Edit()
+			}
+			serials[i] = ev.Kv.ModRevision
+			if ev.Type == mvccpb.PUT {
+				s.put(z, batches[i], key, ev.Kv.Value)
+				continue
+			}
+			s.forget(key)
+			if owner, err := z.Owner(key); err == nil {
+				batches[i].Delete(owner, key)
+			}
+		}
+	}
+	for i, b := range batches {
+		if b != nil {
+			next.Zones[i] = b.Done(uint32(serials[i]))
+		}
+	}
+	return next
+}

@@ -1,0 +1,255 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// startEtcd runs an in-process etcd on loopback ports the kernel picks.
+func startEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	cfg.LogLevel = "error"
+	u0, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*u0}, []url.URL{*u0}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*u0}, []url.URL{*u0}
+	cfg.InitialCluster = cfg.Name + "=" + u0.String()
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("embedded etcd not ready")
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+var testZones = []snap.Config{
+	{Name: "cluster.local", Prefix: "/skydns", TTL: 5},
+	{Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5},
+}
+
+func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
+	t.Helper()
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.afterLoad = hook
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-s.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("store not ready")
+	}
+	return s
+}
+
+func mustPut(t *testing.T, cli *clientv3.Client, k, v string) int64 {
+	t.Helper()
+	r, err := cli.Put(context.Background(), k, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Revision
+}
+
+// addrs returns the A records held for name, as strings.
+func addrs(s *snap.Snapshot, name string) []string {
+	z := s.Zone(name)
+	if z == nil {
+		return nil
+	}
+	var out []string
+	for _, r := range z.Node(name).Set(dns.TypeA) {
+		out = append(out, r.(*dns.A).A.String())
+	}
+	return out
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLoadPaginatesAtOneRevision(t *testing.T) {
+	cli := startEtcd(t)
+	n := PageSize*2 + 17
+	for i := range n {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
+	}
+	last := mustPut(t, cli, "/skydns/arpa/in-addr/10/0/0/1", `{"host":"s1.ns.svc.cluster.local"}`)
+	mustPut(t, cli, "/other/local/cluster/svc/ns/ignored/x", `{"host":"10.9.9.9"}`)
+	s := startStore(t, cli, nil)
+	sn := s.Snapshot()
+	if got := sn.Zone("cluster.local").Records; got != n {
+		t.Fatalf("loaded %d records of cluster.local, want %d", got, n)
+	}
+	if sn.Zone("in-addr.arpa").Records != 1 || sn.Rev < last {
+		t.Fatalf("reverse records %d at rev %d, want 1 at >= %d", sn.Zone("in-addr.arpa").Records, sn.Rev, last)
+	}
+	if got := value(s.records.WithLabelValues("cluster.local")); got != float64(n) {
+		t.Fatalf("records metric %v", got)
+	}
+}
+
+func TestWatchAppliesTransactionsWhole(t *testing.T) {
+	cli := startEtcd(t)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
+	s := startStore(t, cli, nil)
+	if got := addrs(s.Snapshot(), "a.ns.svc.cluster.local"); len(got) != 1 {
+		t.Fatalf("loaded %v", got)
+	}
+
+	// Watch every snapshot published while a transaction replaces a's
+	// address, moves the PTR and adds b: none may show part of it.
+	stop := make(chan struct{})
+	seen := make(chan string, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			sn := s.Snapshot()
+			a := strings.Join(addrs(sn, "a.ns.svc.cluster.local"), ",")
+			b := strings.Join(addrs(sn, "b.ns.svc.cluster.local"), ",")
+			if state := a + "|" + b; state != "10.0.0.1|" && state != "10.0.0.2|10.0.0.3" {
+				select {
+				case seen <- state:
+				default:
+				}
+			}
+		}
+	}()
+	resp, err := cli.Txn(context.Background()).Then(
+		clientv3.OpDelete("/skydns/local/cluster/svc/ns/a/x1"),
+		clientv3.OpPut("/skydns/local/cluster/svc/ns/a/x2", `{"host":"10.0.0.2"}`),
+		clientv3.OpPut("/skydns/local/cluster/svc/ns/b/x1", `{"host":"10.0.0.3"}`),
+		clientv3.OpPut("/skydns/arpa/in-addr/10/0/0/2", `{"host":"a.ns.svc.cluster.local"}`),
+	).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the transaction", func() bool {
+		return strings.Join(addrs(s.Snapshot(), "b.ns.svc.cluster.local"), ",") == "10.0.0.3"
+	})
+	close(stop)
+	select {
+	case st := <-seen:
+		t.Fatalf("a query could see half a transaction: %s", st)
+	default:
+	}
+	sn := s.Snapshot()
+	if sn.Zone("in-addr.arpa").Node("2.0.0.10.in-addr.arpa") == nil {
+		t.Fatal("PTR of the same transaction missing")
+	}
+	if z := sn.Zone("cluster.local"); z.Serial != uint32(resp.Header.Revision) {
+		t.Fatalf("serial %d, want the transaction's revision %d", z.Serial, resp.Header.Revision)
+	}
+
+	// A delete removes the name and the empty non-terminals above it.
+	if _, err := cli.Delete(context.Background(), "/skydns/local/cluster/svc/ns/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the delete", func() bool { return s.Snapshot().Zone("cluster.local").Node("ns.svc.cluster.local") == nil })
+}
+
+func TestMalformedValueIsSkippedAndCounted(t *testing.T) {
+	cli := startEtcd(t)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/good", `{"host":"10.0.0.1"}`)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/bad", `{"host":`)
+	s := startStore(t, cli, nil)
+	if got := addrs(s.Snapshot(), "a.ns.svc.cluster.local"); len(got) != 1 || got[0] != "10.0.0.1" {
+		t.Fatalf("a = %v, want the good value only", got)
+	}
+	if got := value(s.malformed.WithLabelValues("cluster.local")); got != 1 {
+		t.Fatalf("malformed counter %v, want 1", got)
+	}
+	if m := s.MalformedAt("a.ns.svc.cluster.local"); len(m) != 1 || m[0].Key != "/skydns/local/cluster/svc/ns/a/bad" {
+		t.Fatalf("MalformedAt = %v", m)
+	}
+
+	// A valid value turned invalid by a watch event no longer answers.
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/good", `{"host":"10.0.0.1","mail":true}`)
+	eventually(t, "the broken value to be dropped", func() bool { return len(addrs(s.Snapshot(), "a.ns.svc.cluster.local")) == 0 })
+	if got := value(s.malformed.WithLabelValues("cluster.local")); got != 2 {
+		t.Fatalf("malformed counter %v, want 2", got)
+	}
+	// And fixed, it answers again.
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/bad", `{"host":"10.0.0.9"}`)
+	eventually(t, "the fixed value", func() bool { return len(addrs(s.Snapshot(), "a.ns.svc.cluster.local")) == 1 })
+	if m := s.MalformedAt("a.ns.svc.cluster.local"); len(m) != 1 {
+		t.Fatalf("MalformedAt after the fix = %v", m)
+	}
+}
+
+func TestCompactionRelists(t *testing.T) {
+	cli := startEtcd(t)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	var once bool
+	// Between the first load and its watch, the data moves on and the
+	// history the watch needs is compacted away.
+	s := startStore(t, cli, func() {
+		if once {
+			return
+		}
+		once = true
+		mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
+		rev := mustPut(t, cli, "/skydns/local/cluster/svc/ns/c/x", `{"host":"10.0.0.3"}`)
+		if _, err := cli.Compact(context.Background(), rev); err != nil {
+			t.Error(err)
+		}
+	})
+	eventually(t, "the relist", func() bool {
+		sn := s.Snapshot()
+		return len(addrs(sn, "b.ns.svc.cluster.local")) == 1 && len(addrs(sn, "c.ns.svc.cluster.local")) == 1
+	})
+	if got := value(s.restarts); got != 1 {
+		t.Fatalf("watch restarts %v, want 1", got)
+	}
+	// And the new watch works.
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/d/x", `{"host":"10.0.0.4"}`)
+	eventually(t, "a change after the relist", func() bool { return len(addrs(s.Snapshot(), "d.ns.svc.cluster.local")) == 1 })
+}
+
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.Counter.GetValue()
+	}
+	return d.Gauge.GetValue()
+}

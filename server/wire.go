@@ -1,0 +1,90 @@
+package server
+
+import (
+	"encoding/binary"
+
+	"github.com/miekg/dns"
+)
+
+// query is what the fast path needs of a query in the common shape.
+type query struct {
+	qend  int  // end of the question section
+	edns  bool // one OPT record, version 0
+	do    bool
+	size  int // largest response the client takes over UDP
+	qtype uint16
+}
+
+// parseQuery recognises the shape nearly every stub resolver sends: a
+// QUERY with one question whose name is lowercase letters, digits, '-' or
+// '_' without compression, and at most an OPT record of version 0 after it,
+// nothing more. Anything else (including 0x20 mixed case) reports false and
+// takes the full path through miekg/dns, which judges it exactly.
+func parseQuery(b []byte) (query, bool) {
+	var q query
+	if len(b) < 12 || b[2]&0xf8 != 0 { // QR and opcode QUERY
+		return q, false
+	}
+	qd, an, ns, ar := be16(b[4:]), be16(b[6:]), be16(b[8:]), be16(b[10:])
+	if qd != 1 || an != 0 || ns != 0 || ar > 1 {
+		return q, false
+	}
+	off := 12
+	for {
+		if off >= len(b) {
+			return q, false
+		}
+		l := int(b[off])
+		if l == 0 {
+			off++
+			break
+		}
+		if l > 63 || off+1+l > len(b) || off+1+l-12 > 254 {
+			return q, false
+		}
+		for _, c := range b[off+1 : off+1+l] {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return q, false
+			}
+		}
+		off += 1 + l
+	}
+	if off+4 > len(b) {
+		return q, false
+	}
+	q.qtype = be16(b[off:])
+	off += 4
+	q.qend = off
+	q.size = dns.MinMsgSize
+	if ar == 1 {
+		// Root owner, type OPT, class = UDP size, TTL = ext-rcode,
+		// version, flags; then options, which are ignored.
+		if off+11 > len(b) || b[off] != 0 || be16(b[off+1:]) != dns.TypeOPT || b[off+5] != 0 || b[off+6] != 0 {
+			return q, false
+		}
+		q.edns = true
+		q.do = b[off+7]&0x80 != 0
+		q.size = max(int(be16(b[off+3:])), dns.MinMsgSize)
+		off += 11 + int(be16(b[off+9:]))
+	}
+	if off != len(b) {
+		return q, false
+	}
+	return q, true
+}
+
+// cacheKey is the question as sent plus the EDNS state that shapes the
+// response (OPT present, DO echoed).
+func cacheKey(dst []byte, b []byte, q query) []byte {
+	dst = append(dst[:0], b[12:q.qend]...)
+	var f byte
+	if q.edns {
+		f |= 1
+	}
+	if q.do {
+		f |= 2
+	}
+	return append(dst, f)
+}
+
+func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
