@@ -5,7 +5,7 @@ TOOLS   := .cache/tools/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/etcdns/etcdns.Version=$(VERSION)
 
-.PHONY: run test build tools vet unit integration compat fuzz clean
+.PHONY: run test build tools vet unit integration compat fuzz bench clean
 
 ## run: build both programs and serve examples/ on 127.0.0.1:1053 (Ctrl-C stops)
 run: build
@@ -42,6 +42,13 @@ FUZZTIME ?= 5m
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./keys
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) ./server
+
+## bench: the benchmark scripts; each prints a table with the peers measured in the same run
+bench: tools build
+	bench/dnsd/run.sh
+	bench/publisher/run.sh
+	bench/e2e/run.sh
 
 clean:
 	rm -rf $(BIN) .cache/run

@@ -1,9 +1,17 @@
 // Package server is dnsd's front: the DNS listeners (UDP and TCP on one
 // address), the per-query glue between the current snapshot and the answer
 // engine, and the operations endpoints (/metrics, /healthz, /readyz,
-// /debug/records).
+// /debug/records, /debug/pprof).
 //
-// It owns sockets, metrics and timing, and nothing else: answers come from
-// server/answer, records from server/store. It must never call etcd or
-// block a query on anything but the socket it answers on.
+// UDP is served by one reader per CPU on sockets sharing the port
+// (SO_REUSEPORT), each answering on the goroutine that read the query. A
+// query in the common shape (one lowercase question, at most a version-0
+// OPT) is answered from a cache of packed responses that belongs to one
+// snapshot and is dropped with it, so the cache can never serve old data;
+// everything else, and every first query, goes through miekg/dns and the
+// answer engine. TCP is served by miekg/dns.
+//
+// It owns sockets, metrics, timing and that cache, and nothing else:
+// answers come from server/answer, records from server/store. It must never
+// call etcd or block a query on anything but the socket it answers on.
 package server

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +187,32 @@ func TestCacheFollowsSnapshot(t *testing.T) {
 	if m := ask(3, true); m.Rcode != dns.RcodeNameError || m.Id != 3 {
 		t.Fatalf("after the snapshot changed: %v", m)
 	}
+}
+
+// Readers on several sockets share the cache while snapshots change under
+// them; run with -race.
+func TestCacheConcurrent(t *testing.T) {
+	var cur atomic.Pointer[snap.Snapshot]
+	cur.Store(testSnapshot(t, 3))
+	srv := New(cur.Load, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	q, _ := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA).Pack()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &udpWorker{s: srv}
+			for range 2000 {
+				var m dns.Msg
+				if err := m.Unpack(w.handle(q)); err != nil || len(m.Answer) != 1 {
+					t.Errorf("answer %v, %v", &m, err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 50 {
+		cur.Store(testSnapshot(t, i%5))
+	}
+	wg.Wait()
 }

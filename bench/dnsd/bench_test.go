@@ -155,7 +155,9 @@ func TestPeers(t *testing.T) {
 }
 
 func createInKube(t *testing.T, k *harness.KubeAPIServer, services []*corev1.Service) {
-	cs, err := kubernetes.NewForConfig(k.RESTConfig())
+	cfg := k.RESTConfig()
+	cfg.QPS, cfg.Burst = 1000, 1000 // client-go's default 5/s would take minutes
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
