@@ -54,3 +54,47 @@ func TestNewFailsFast(t *testing.T) {
 		t.Fatalf("took %s", d)
 	}
 }
+
+func TestNewWithAuth(t *testing.T) {
+	e, u, err := StartEmbedded(config.Embedded{
+		DataDir: filepath.Join(t.TempDir(), "data"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	base := config.Etcd{Endpoints: []string{u}, DialTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second}
+	admin, err := New(ctx, base, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.UserAdd(ctx, "root", "secret"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AuthEnable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+
+	withAuth := base
+	withAuth.Username, withAuth.Password = "root", "secret"
+	cli, err := New(ctx, withAuth, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, "/k", "v"); err != nil {
+		t.Fatalf("put with auth: %v", err)
+	}
+	wrong := withAuth
+	wrong.Password = "nope"
+	if c, err := New(ctx, wrong, nil); err == nil {
+		c.Close()
+		t.Fatal("a wrong password connected")
+	}
+}

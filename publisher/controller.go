@@ -63,7 +63,7 @@ func NewController(o Options) *Controller {
 		o.Metrics = NewMetrics()
 	}
 	if o.Workers <= 0 {
-		o.Workers = 8
+		o.Workers = 16
 	}
 	return &Controller{o: o, log: o.Log, m: o.Metrics}
 }
@@ -222,7 +222,7 @@ func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
 	sort.Strings(units)
 	c.log.Info("full reconcile started", "units", len(units), "orphan_sources", orphans)
 
-	var done, records, written atomic.Int64
+	var done, records, written, failed atomic.Int64
 	work := make(chan string)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -232,11 +232,20 @@ func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
 			defer wg.Done()
 			for u := range work {
 				st, err := c.reconcile(ctx, u, fence)
-				if err != nil {
+				switch {
+				case err == nil:
+				case errors.Is(err, etcdstore.ErrFenced) || ctx.Err() != nil:
 					select {
 					case errc <- fmt.Errorf("unit %s: %w", u, err):
 					default:
 					}
+					continue
+				default:
+					// One failing unit must not hold up the others: it
+					// is retried from the queue with backoff.
+					failed.Add(1)
+					c.log.Warn("reconcile failed; will retry", "unit", u, "err", err)
+					c.requeue(u)
 					continue
 				}
 				records.Add(int64(st.records))
@@ -287,8 +296,17 @@ feed:
 	d := time.Since(start)
 	c.m.SyncSeconds.Set(d.Seconds())
 	c.log.Info("full reconcile done", "units", len(units), "records", records.Load(),
-		"records_changed", written.Load(), "took", d.Round(time.Millisecond))
+		"records_changed", written.Load(), "failed_units", failed.Load(), "took", d.Round(time.Millisecond))
 	return nil
+}
+
+func (c *Controller) requeue(unit string) {
+	c.mu.Lock()
+	q := c.queue
+	c.mu.Unlock()
+	if q != nil {
+		q.AddRateLimited(unit)
+	}
 }
 
 // Reconcile brings one unit's records in etcd to what its objects want now.

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -543,8 +542,7 @@ func TestFailoverFence(t *testing.T) {
 	if _, err := cli.Revoke(bg, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
-	second := <-l2
-	_ = second
+	<-l2 // the second replica leads
 	// The deposed leader's transaction, with its old fence, is refused.
 	store := &etcdstore.Store{Client: cli, Timeout: 5 * time.Second}
 	before := revision(t, cli)
@@ -559,6 +557,34 @@ func TestFailoverFence(t *testing.T) {
 	kc.CoreV1().Services("default").Create(bg, clusterIP("default", "b", "10.96.0.11"), metav1.CreateOptions{})
 	waitDump(t, cli, want(t, p2.b, clusterIP("default", "a", "10.96.0.10"), clusterIP("default", "b", "10.96.0.11")))
 	cancel1()
-	var wg sync.WaitGroup
-	wg.Wait()
+}
+
+func TestFilesSourceEndToEnd(t *testing.T) {
+	cli := startEtcd(t)
+	dir := t.TempDir()
+	manifest := `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: default}
+spec: {clusterIP: 10.96.0.10, clusterIPs: [10.96.0.10], ports: [{name: http, port: 80, protocol: TCP}]}
+`
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := source.NewFiles(dir, false, quiet())
+	files.Interval = 20 * time.Millisecond
+	p := newPub(t, cli, "c1", fake.NewClientset())
+	p.src = files
+	p.ctrl.o.Source = files
+	p.start(nil)
+	waitDump(t, cli, want(t, p.b, clusterIP("default", "web", "10.96.0.10")))
+
+	// Edit the file: the records follow, without a restart.
+	time.Sleep(20 * time.Millisecond) // a new mtime even on coarse clocks
+	edited := strings.ReplaceAll(manifest, "10.96.0.10", "10.96.0.11")
+	if err := os.WriteFile(filepath.Join(dir, "web.yaml"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitDump(t, cli, want(t, p.b, clusterIP("default", "web", "10.96.0.11")))
+	os.Remove(filepath.Join(dir, "web.yaml"))
+	waitDump(t, cli, want(t, p.b))
 }

@@ -6,8 +6,10 @@
 //	go run ./bench/publisher                         # small, for CI
 //	go run ./bench/publisher -services 10000 -endpoints 10 -rate 1000
 //
-// etcd is embedded in this process by default (loopback, a temp dir), or an
-// external one with -etcd http://127.0.0.1:2379 (it must be empty). The
+// etcd is the binary hack/tools.sh installs, started on loopback ports in a
+// temp dir (-embedded runs it in this process instead, as `make run` does;
+// -etcd http://127.0.0.1:2379 uses an existing, empty one). Run it from the
+// repository root. The
 // objects come from an in-memory source, so the figures are the publisher's
 // and etcd's, not a fake API server's.
 package main
@@ -18,11 +20,16 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -49,25 +56,50 @@ func main() {
 	headless := flag.Bool("headless", false, "headless services (4 records per endpoint) instead of ClusterIP")
 	rate := flag.Int("rate", 200, "endpoint changes per second in the sustained phase")
 	duration := flag.Duration("duration", 5*time.Second, "length of the sustained phase")
-	workers := flag.Int("workers", 8, "concurrent units")
-	endpoint := flag.String("etcd", "", "external etcd client URL (empty: embedded)")
+	workers := flag.Int("workers", 16, "concurrent units")
+	endpoint := flag.String("etcd", "", "external etcd client URL, empty: start one (see -embedded)")
+	embedded := flag.Bool("embedded", false, "run etcd in this process (go.etcd.io/etcd/server/v3/embed) instead of the etcd binary of hack/tools.sh")
 	verbose := flag.Bool("v", false, "publisher logs on stderr")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(log, *services, *endpoints, *headless, *rate, *duration, *workers, *endpoint); err != nil {
+	if err := run(log, *services, *endpoints, *headless, *rate, *duration, *workers, *endpoint, *embedded); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time.Duration, workers int, endpoint string) error {
+func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time.Duration, workers int, endpoint string, embedded bool) error {
 	ctx := context.Background()
+	etcdKind := "external " + endpoint
+	if endpoint == "" && !embedded {
+		bin := filepath.Join(".cache", "tools", "bin", "etcd")
+		if _, err := os.Stat(bin); err != nil {
+			log.Warn("no etcd binary (run hack/tools.sh); using embedded etcd", "path", bin)
+			embedded = true
+		} else {
+			url, stop, err := startEtcd(bin)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			endpoint, etcdKind = url, "etcd binary, own process"
+		}
+	}
 	if endpoint == "" {
+		etcdKind = "embedded, in the bench process"
 		dir, err := os.MkdirTemp("", "etcdns-bench-")
 		if err != nil {
 			return err
@@ -146,6 +178,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	written := counter(m1.Written)
 	t1.cancel()
 	<-t1.done
+	t1, c1, m1 = term{}, nil, nil // only the restarted publisher's heap counts below
 
 	rev1 := revision(ctx, cli)
 	c2, m2 := newCtrl()
@@ -154,6 +187,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		return err
 	}
 	rev2 := revision(ctx, cli)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	// The election itself writes its key: count only record writes.
 	restartWrites := counter(m2.Written) + counter(m2.Deleted)
 
@@ -201,6 +237,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "phase\tfigure\tvalue\t\n")
 	fmt.Fprintf(w, "world\tservices x endpoints\t%d x %d (%s)\t\n", nsvc, nep, kind(headless))
 	fmt.Fprintf(w, "world\trecords\t%d\t\n", len(records))
+	fmt.Fprintf(w, "world\tetcd\t%s\t\n", etcdKind)
 	fmt.Fprintf(w, "initial sync\ttime\t%s\t\n", initial.Round(time.Millisecond))
 	fmt.Fprintf(w, "initial sync\trecords written\t%.0f\t\n", written)
 	fmt.Fprintf(w, "initial sync\trecords/s\t%.0f\t\n", written/initial.Seconds())
@@ -208,6 +245,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "restart\ttime\t%s\t\n", restart.Round(time.Millisecond))
 	fmt.Fprintf(w, "restart\trecord writes\t%.0f\t\n", restartWrites)
 	fmt.Fprintf(w, "restart\tetcd revisions (election key only)\t%d\t\n", rev2-rev1)
+	fmt.Fprintf(w, "restart\theap after sync (objects + owned index)\t%d MiB\t\n", ms.HeapAlloc>>20)
 	fmt.Fprintf(w, "sustained\tchanges offered\t%d (%.0f/s for %s)\t\n", changes, offered, duration)
 	fmt.Fprintf(w, "sustained\tcommits measured\t%d\t\n", len(sorted))
 	fmt.Fprintf(w, "sustained\tchange-to-commit p50\t%s\t\n", pct(sorted, 0.50))
@@ -218,6 +256,40 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		return fmt.Errorf("restart wrote %.0f records", restartWrites)
 	}
 	return nil
+}
+
+// startEtcd runs the etcd binary on free loopback ports in a temp dir,
+// as a process of its own like a production etcd.
+func startEtcd(bin string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "etcdns-bench-etcd-")
+	if err != nil {
+		return "", nil, err
+	}
+	client, peer := freePort(), freePort()
+	cmd := exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "data"),
+		"--listen-client-urls="+client, "--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=bench="+peer, "--log-level=error")
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		os.RemoveAll(dir)
+	}
+	return client, stop, nil
+}
+
+func freePort() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return "http://" + l.Addr().String()
 }
 
 // leading: Ready is true for a follower too; the bench waits for the

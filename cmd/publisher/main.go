@@ -14,8 +14,8 @@ import (
 
 func main() {
 	cmd := &cobra.Command{
-		Use:           "publisher",
-		Short:         "Publish Kubernetes DNS records into etcd",
+		Use:   "publisher",
+		Short: "Publish Kubernetes DNS records into etcd",
 		Long: "Publish Kubernetes DNS records into etcd.\n\n" +
 			"--source and --dry-run are short for --publisher.source and --publisher.dry-run:\n" +
 			"  publisher --source files:examples --dry-run",

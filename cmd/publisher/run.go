@@ -120,12 +120,23 @@ func run(ctx context.Context, cfg *config.Config) error {
 	log.Info("source synced", "units", len(src.Units()), "took", time.Since(start).Round(time.Millisecond))
 
 	if !p.LeaderElection {
-		err := ctrl.Lead(ctx, nil)
-		if ctx.Err() != nil {
-			log.Info("stopped")
-			return nil
+		// A single writer: a failed term (etcd unreachable at load) is
+		// retried with backoff rather than ending the process.
+		backoff := time.Second
+		for {
+			err := ctrl.Lead(ctx, nil)
+			if ctx.Err() != nil {
+				log.Info("stopped")
+				return nil
+			}
+			log.Warn("publishing stopped; retrying", "err", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
 		}
-		return err
 	}
 	host, _ := os.Hostname()
 	el := &elect.Elector{

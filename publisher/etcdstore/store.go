@@ -57,7 +57,7 @@ func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, error) {
 	page := s.PageSize
 	if page <= 0 {
-		page = 10000
+		page = 50000
 	}
 	var out []plan.KV
 	var rev int64

@@ -58,7 +58,7 @@ func Load(cluster string, kvs []KV) (*Index, LoadStats) {
 			x.foreign[kv.Key] = v.Cluster + " " + v.Source
 		default:
 			st.Owned++
-			x.set(v.Source, kv.Key, Entry{Value: kv.Value, ModRev: kv.ModRev})
+			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
 		}
 	}
 	return x, st
@@ -117,7 +117,7 @@ func (x *Index) HeldBy(source string) Holder {
 func (x *Index) Applied(source string, ops []Op, rev int64) (freed []string) {
 	for _, o := range ops {
 		if o.Kind == Put {
-			x.set(source, o.Key, Entry{Value: o.Value, ModRev: rev})
+			x.set(source, o.Key, Entry{Sum: SumOf(o.Value), ModRev: rev})
 			continue
 		}
 		x.remove(o.Key)
@@ -153,7 +153,7 @@ func (x *Index) Refresh(present []KV, absent []string) {
 		case v.Cluster != x.cluster || v.Source == "":
 			x.foreign[kv.Key] = v.Cluster + " " + v.Source
 		default:
-			x.set(v.Source, kv.Key, Entry{Value: kv.Value, ModRev: kv.ModRev})
+			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
 		}
 	}
 }

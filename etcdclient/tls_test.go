@@ -1,0 +1,103 @@
+package etcdclient
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdns/etcdns/config"
+)
+
+// writeCert writes a certificate (signed by parent, or self-signed when
+// parent is nil) and its key as PEM files.
+func writeCert(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *x509.Certificate, parentKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey, string, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	kb, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	return cert, key, certFile, keyFile
+}
+
+func TestNewWithTLS(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	ca, caKey, caFile, _ := writeCert(t, dir, "ca", &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}, nil, nil)
+	_, _, srvCert, srvKey := writeCert(t, dir, "server", &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "etcd"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}, ca, caKey)
+	_, _, cliCert, cliKey := writeCert(t, dir, "client", &x509.Certificate{
+		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "publisher"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}, ca, caKey)
+
+	client, _ := loopbackURL("client", "http://127.0.0.1:0")
+	peer, _ := loopbackURL("peer", "http://127.0.0.1:0")
+	client.Scheme = "https"
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "data")
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*client}, []url.URL{*client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*peer}, []url.URL{*peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: srvCert, KeyFile: srvKey, TrustedCAFile: caFile, ClientCertAuth: true}
+	cfg.LogLevel = "error"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	<-e.Server.ReadyNotify()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := config.Etcd{Endpoints: []string{client.String()}, DialTimeout: 2 * time.Second, CAFile: caFile, CertFile: cliCert, KeyFile: cliKey}
+	cli, err := New(ctx, c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	if _, err := cli.Put(ctx, "/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	// Without the client certificate the server refuses us.
+	noCert := c
+	noCert.CertFile, noCert.KeyFile = "", ""
+	if cli2, err := New(ctx, noCert, nil); err == nil {
+		cli2.Close()
+		t.Fatal("connected without a client certificate")
+	}
+}

@@ -1,0 +1,99 @@
+package etcdstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/publisher/plan"
+)
+
+func start(t *testing.T) *clientv3.Client {
+	t.Helper()
+	e, url, err := etcdclient.StartEmbedded(config.Embedded{
+		DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{url}, DialTimeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+func TestRanges(t *testing.T) {
+	r, err := Ranges("/skydns", "/rev", "cluster.local")
+	if err != nil || r[0] != "/skydns/local/cluster/" || r[1] != "/rev/arpa/" {
+		t.Fatalf("%v %v", r, err)
+	}
+	if _, err := Ranges("/a/b", "/rev", "cluster.local"); err == nil {
+		t.Fatal("two-segment prefix accepted")
+	}
+}
+
+func TestLoadPagesAtOneRevision(t *testing.T) {
+	cli := start(t)
+	ctx := context.Background()
+	for i := range 25 {
+		cli.Put(ctx, fmt.Sprintf("/skydns/local/cluster/k%02d", i), "v")
+	}
+	cli.Put(ctx, "/skydns/local/clusterx/not-ours", "v")
+	cli.Put(ctx, "/skydns/arpa/in-addr/1", "v")
+	s := &Store{Client: cli, PageSize: 7}
+	kvs, rev, err := s.Load(ctx, []string{"/skydns/local/cluster/", "/skydns/arpa/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kvs) != 26 || rev == 0 {
+		t.Fatalf("%d keys at %d", len(kvs), rev)
+	}
+}
+
+func TestApplyGuardsAndFence(t *testing.T) {
+	cli := start(t)
+	ctx := context.Background()
+	s := &Store{Client: cli}
+	rev, err := s.Apply(ctx, nil, []plan.Op{{Kind: plan.Put, Key: "/a", Value: []byte("1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A create of an existing key is a conflict, and writes nothing.
+	if _, err := s.Apply(ctx, nil, []plan.Op{{Kind: plan.Put, Key: "/a", Value: []byte("2")}, {Kind: plan.Put, Key: "/b", Value: []byte("2")}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("create over existing: %v", err)
+	}
+	if r, _ := cli.Get(ctx, "/b"); len(r.Kvs) != 0 {
+		t.Fatal("a failed transaction wrote part of itself")
+	}
+	// Overwrite and delete guarded by the revision we saw.
+	if _, err := s.Apply(ctx, nil, []plan.Op{{Kind: plan.Delete, Key: "/a", ModRev: rev + 1}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("delete at a wrong revision: %v", err)
+	}
+	if _, err := s.Apply(ctx, nil, []plan.Op{{Kind: plan.Delete, Key: "/a", ModRev: rev}}); err != nil {
+		t.Fatal(err)
+	}
+	// The fence is checked before the guards.
+	fence := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/leader"), "=", 12345)}
+	if _, err := s.Apply(ctx, fence, []plan.Op{{Kind: plan.Put, Key: "/c", Value: []byte("1")}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fenced: %v", err)
+	}
+	lr, _ := cli.Put(ctx, "/leader", "me")
+	fence = []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/leader"), "=", lr.Header.Revision)}
+	if _, err := s.Apply(ctx, fence, []plan.Op{{Kind: plan.Put, Key: "/c", Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	present, absent, err := s.Get(ctx, []string{"/c", "/a"})
+	if err != nil || len(present) != 1 || present[0].Key != "/c" || len(absent) != 1 || absent[0] != "/a" {
+		t.Fatalf("get: %v %v %v", present, absent, err)
+	}
+}
