@@ -14,19 +14,42 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/etcdns/etcdns/config"
 )
 
 // New dials c.Endpoints, or c.Embedded.ClientURL when there are none (the
-// embedded etcd some other process, usually the publisher, runs). It checks
+// embedded etcd some other process, usually the publisher, runs), and checks
 // the connection with one Status call bounded by the dial timeout, so a
 // wrong endpoint fails at start with a message rather than on first use.
 func New(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client, error) {
-	if log == nil {
-		log = slog.Default()
+	cli, endpoints, err := dial(ctx, c)
+	if err != nil {
+		return nil, err
 	}
+	sctx, cancel := context.WithTimeout(ctx, dialTimeout(c))
+	defer cancel()
+	if _, err := cli.Status(sctx, endpoints[0]); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+	}
+	logger(log).Info("etcd connected", "endpoints", endpoints, "tls", c.CAFile != "" || c.CertFile != "", "auth", c.Username != "")
+	return cli, nil
+}
+
+// Dial is New without the check: the client connects in the background and
+// its requests wait for etcd. dnsd uses it, because a frontend must start,
+// and keep retrying, while its store is away.
+func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client, error) {
+	cli, endpoints, err := dial(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	logger(log).Info("etcd client started", "endpoints", endpoints, "tls", c.CAFile != "" || c.CertFile != "", "auth", c.Username != "")
+	return cli, nil
+}
+
+func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error) {
 	endpoints := c.Endpoints
 	if len(endpoints) == 0 {
 		endpoints = []string{c.Embedded.ClientURL}
@@ -36,40 +59,43 @@ func New(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client
 		info := transport.TLSInfo{TrustedCAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile}
 		var err error
 		if tlsCfg, err = info.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("etcd TLS: %w", err)
+			return nil, nil, fmt.Errorf("etcd TLS: %w", err)
 		}
-	}
-	dial := c.DialTimeout
-	if dial <= 0 {
-		dial = 5 * time.Second
+		tlsCfg.MinVersion = tls.VersionTLS12
 	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
-		DialTimeout: dial,
+		DialTimeout: dialTimeout(c),
 		// Without a keepalive a silently dead endpoint (a partition, not a
 		// reset) is noticed only when a request times out.
 		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: dial,
+		DialKeepAliveTimeout: dialTimeout(c),
 		TLS:                  tlsCfg,
 		Username:             c.Username,
 		Password:             c.Password,
 		Context:              ctx,
 		// The client's own zap logs duplicate the errors we return; keep
-		// only its errors so the programs' slog output stays readable.
-		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithBlock()},
+		// only ours so the programs' slog output stays readable.
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, dial)
-	defer cancel()
-	if _, err := cli.Status(sctx, endpoints[0]); err != nil {
-		cli.Close()
-		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+	return cli, endpoints, nil
+}
+
+func dialTimeout(c config.Etcd) time.Duration {
+	if c.DialTimeout <= 0 {
+		return 5 * time.Second
 	}
-	log.Info("etcd connected", "endpoints", endpoints, "tls", tlsCfg != nil, "auth", c.Username != "")
-	return cli, nil
+	return c.DialTimeout
+}
+
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
 }
 
 // StartEmbedded runs a single-member etcd in this process with its data in

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,10 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/server"
 	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/snap"
@@ -40,7 +38,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	for i, z := range parsed {
 		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL}
 	}
-	cli, err := etcdClient(cfg.Etcd, log)
+	cli, err := etcdclient.Dial(ctx, cfg.Etcd, log)
 	if err != nil {
 		return err
 	}
@@ -114,34 +112,4 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	wg.Wait()
 	return runErr
-}
-
-// etcdClient connects as configured. The password goes to the client and
-// nowhere else: never into a log line or an error.
-func etcdClient(e config.Etcd, log *slog.Logger) (*clientv3.Client, error) {
-	endpoints := e.Endpoints
-	if len(endpoints) == 0 {
-		endpoints = []string{e.Embedded.ClientURL}
-	}
-	c := clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: e.DialTimeout,
-		Username:    e.Username,
-		Password:    e.Password,
-	}
-	if e.CAFile != "" || e.CertFile != "" {
-		info := transport.TLSInfo{TrustedCAFile: e.CAFile, CertFile: e.CertFile, KeyFile: e.KeyFile}
-		t, err := info.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("etcd TLS: %w", err)
-		}
-		t.MinVersion = tls.VersionTLS12
-		c.TLS = t
-	}
-	log.Info("connecting to etcd", "endpoints", endpoints, "user", e.Username, "tls", c.TLS != nil)
-	cli, err := clientv3.New(c)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	return cli, nil
 }
