@@ -109,17 +109,7 @@ func TestEndToEnd(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(api.RESTConfig())
 	createObjects(t, cs)
 
-	pubMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	harness.StartProcess(t, harness.BuildBinary(t, "./cmd/publisher"), []string{
-		"--etcd.endpoints", etcd.Endpoint, "--publisher.kubeconfig", api.Kubeconfig,
-		"--cluster.id", "e2e", "--publisher.metrics-listen", pubMetrics,
-	}, nil, func() error { return harness.HTTPOK("http://" + pubMetrics + "/readyz") })
-
-	dnsAddr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	dnsdMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
-		"--etcd.endpoints", etcd.Endpoint, "--dnsd.listen", dnsAddr, "--dnsd.metrics-listen", dnsdMetrics,
-	}, nil, func() error { return harness.HTTPOK("http://" + dnsdMetrics + "/readyz") })
+	dnsAddr := startChain(t, etcd, api, "e2e")
 
 	coredns := harness.StartCoreDNS(t, `.:{{.Port}} {
     bind 127.0.0.1

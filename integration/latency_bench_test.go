@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -44,16 +43,7 @@ func BenchmarkProgrammingLatency(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	pubMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(b))
-	harness.StartProcess(b, harness.BuildBinary(b, "./cmd/publisher"), []string{
-		"--etcd.endpoints", etcd.Endpoint, "--publisher.kubeconfig", api.Kubeconfig,
-		"--cluster.id", "bench", "--publisher.metrics-listen", pubMetrics,
-	}, nil, func() error { return harness.HTTPOK("http://" + pubMetrics + "/readyz") })
-	dnsAddr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(b))
-	dnsdMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(b))
-	harness.StartProcess(b, harness.BuildBinary(b, "./cmd/dnsd"), []string{
-		"--etcd.endpoints", etcd.Endpoint, "--dnsd.listen", dnsAddr, "--dnsd.metrics-listen", dnsdMetrics,
-	}, nil, func() error { return harness.HTTPOK("http://" + dnsdMetrics + "/readyz") })
+	dnsAddr := startChain(b, etcd, api, "bench")
 
 	client := &dns.Client{Net: "udp", Timeout: time.Second}
 	answers := func(ip netip.Addr) bool {

@@ -90,20 +90,7 @@ func (b Builder) Exported(svc *corev1.Service, epSlices []*discoveryv1.EndpointS
 		s.add(b.Address(name, src, ep.ip))
 		s.add(b.Address(host, src, ep.ip))
 		s.add(b.PTR(ep.ip, src, host))
-		for _, p := range ep.ports {
-			if p.Name == nil || *p.Name == "" || p.Port == nil {
-				continue
-			}
-			if err := label("port name", *p.Name); err != nil {
-				s.fail("export %s/%s: endpoint %w", svc.Namespace, svc.Name, err)
-				continue
-			}
-			proto := corev1.ProtocolTCP
-			if p.Protocol != nil {
-				proto = *p.Protocol
-			}
-			s.add(b.SRV(name, *p.Name, protoLabel(proto), src, *p.Port, host))
-		}
+		b.endpointSRVs(&s, name, host, src, ep)
 	}
 	return s.sorted()
 }

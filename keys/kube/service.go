@@ -88,20 +88,7 @@ func (b Builder) Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSl
 		}
 		s.add(b.Address(name, src, ep.ip))
 		s.add(b.PTR(ep.ip, src, host))
-		for _, p := range ep.ports {
-			if p.Name == nil || *p.Name == "" || p.Port == nil {
-				continue
-			}
-			if err := label("port name", *p.Name); err != nil {
-				s.fail("service %s/%s: endpoint %w", svc.Namespace, svc.Name, err)
-				continue
-			}
-			proto := corev1.ProtocolTCP
-			if p.Protocol != nil {
-				proto = *p.Protocol
-			}
-			s.add(b.SRV(name, *p.Name, protoLabel(proto), src, *p.Port, host))
-		}
+		b.endpointSRVs(&s, name, host, src, ep)
 	}
 	return s.sorted()
 }
@@ -172,6 +159,25 @@ func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.Endpoint
 		return cmp.Or(cmp.Compare(a.host, b.host), a.ip.Compare(b.ip))
 	})
 	return out
+}
+
+// endpointSRVs adds an SRV record at the service name for each named port
+// of an endpoint, targeting the endpoint's own name: the spec's N x M.
+func (b Builder) endpointSRVs(s *set, service, target, src string, ep endpoint) {
+	for _, p := range ep.ports {
+		if p.Name == nil || *p.Name == "" || p.Port == nil {
+			continue // the spec: unnamed ports have no SRV record
+		}
+		if err := label("port name", *p.Name); err != nil {
+			s.fail("%s: endpoint %w", src, err)
+			continue
+		}
+		proto := corev1.ProtocolTCP
+		if p.Protocol != nil {
+			proto = *p.Protocol
+		}
+		s.add(b.SRV(service, *p.Name, protoLabel(proto), src, *p.Port, target))
+	}
 }
 
 func protoLabel(p corev1.Protocol) string {
