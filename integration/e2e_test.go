@@ -88,6 +88,8 @@ var checks = []check{
 	{spec: "000 2.6 pod A (pods: insecure)", qname: "172-17-0-3.default.pod.cluster.local.", qtype: dns.TypeA,
 		answer:  []string{"172-17-0-3.default.pod.cluster.local. 5 IN A 172.17.0.3"},
 		coredns: "CoreDNS's etcd plugin answers only stored records; insecure pod records are synthesized by dnsd from the name"},
+	{spec: "002 search list: data.prod asked in namespace default", qname: "web.prod.default.svc.cluster.local.", qtype: dns.TypeA,
+		rcode: dns.RcodeNameError}, // NXDOMAIN, so the resolver moves on to web.prod.svc.cluster.local (checked above)
 	{spec: "negative: no such service", qname: "missing.default.svc.cluster.local.", qtype: dns.TypeA,
 		rcode: dns.RcodeNameError},
 	{spec: "negative: existing name, missing type", qname: "kubernetes.default.svc.cluster.local.", qtype: dns.TypeAAAA},

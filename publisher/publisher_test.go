@@ -245,6 +245,14 @@ func counter(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
+// waitCounter gives a counter up to 5 s to reach at least min. Counters move
+// just after the commit they count, which etcd (and so the test) may see first.
+func waitCounter(c prometheus.Counter, min float64) {
+	for deadline := time.Now().Add(5 * time.Second); counter(c) < min && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func histCount(h prometheus.Histogram) uint64 {
 	var m dto.Metric
 	if err := h.Write(&m); err != nil {
@@ -317,7 +325,10 @@ func TestCreateUpdateDelete(t *testing.T) {
 	if before.Kvs[0].ModRevision != after.Kvs[0].ModRevision {
 		t.Error("an unchanged record was rewritten")
 	}
-	// 10.244.1.12: A at the name, A at its dashed name, PTR, SRV.
+	// 10.244.1.12: A at the name, A at its dashed name, PTR, SRV. The
+	// counter moves just after the commit etcd already shows, so give it
+	// that moment before judging.
+	waitCounter(p.m.Written, written+4)
 	if d := counter(p.m.Written) - written; d != 4 {
 		t.Errorf("update wrote %v records, want 4", d)
 	}
@@ -496,6 +507,7 @@ func TestInvalidObjectsSkipped(t *testing.T) {
 	p := newPub(t, cli, "c1", kc)
 	p.start(nil)
 	waitDump(t, cli, want(t, p.b, good))
+	waitCounter(p.m.Invalid, 2) // the good service may be done before the bad ones are seen
 	if counter(p.m.Invalid) < 2 {
 		t.Fatalf("invalid objects counted: %v", counter(p.m.Invalid))
 	}
