@@ -110,6 +110,11 @@ func typeLabel(t uint16) string {
 }
 
 func rcodeLabel(r int) string {
+	// 16 is BADSIG in TSIG and BADVERS in EDNS; a server without TSIG only
+	// ever means the latter, and miekg/dns's table names the former.
+	if r == dns.RcodeBadVers {
+		return "BADVERS"
+	}
 	if s, ok := dns.RcodeToString[r]; ok {
 		return s
 	}
