@@ -209,7 +209,7 @@ func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
 	c.mu.Lock()
 	orphans := 0
 	for _, s := range c.idx.Sources() {
-		if !set[s] {
+		if !set[s] && Manages(c.o.Builder, s) {
 			set[s] = true
 			orphans++
 		}
@@ -326,6 +326,9 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 	c.mu.Unlock()
 
 	var st unitStats
+	if !Manages(c.o.Builder, unit) {
+		return st, nil // never delete what another source kind owns
+	}
 	desired, problems := Desired(c.o.Builder, c.o.Source, c.o.Filter, unit)
 	if len(problems) > 0 {
 		c.m.Invalid.Add(float64(len(problems)))

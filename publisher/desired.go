@@ -47,6 +47,22 @@ func (f Filter) namespace(ns string) bool {
 // ZoneUnit is the unit of the dns-version record.
 func ZoneUnit(b kube.Builder) string { return "zone/" + b.Zone }
 
+// Manages reports whether a unit is one this publisher computes records for:
+// its own zone's dns-version, services and pods. Records of any other source
+// that carry this cluster's id (a clusterset export, a zone it no longer
+// serves, a kind a newer version writes) share the ranges it reads but are
+// not its to delete, so they are left alone rather than taken for orphans.
+func Manages(b kube.Builder, unit string) bool {
+	kind, _, name := source.ParseUnit(unit)
+	switch kind {
+	case "service", "pod":
+		return true
+	case "zone":
+		return name == b.Zone
+	}
+	return false
+}
+
 // Desired computes the records a unit wants now, from the source's view.
 // A unit whose object is gone (or filtered out) wants nothing, which is how
 // deletes and orphans are handled. Problems are parts that were skipped.
@@ -55,7 +71,7 @@ func Desired(b kube.Builder, src source.Source, f Filter, unit string) ([]keys.R
 	switch kind {
 	case "zone":
 		if name != b.Zone {
-			return nil, nil // a zone this publisher no longer serves
+			return nil, nil // not this publisher's zone; Manages keeps it from reconcile
 		}
 		return []keys.Record{b.Version()}, nil
 	case "service":

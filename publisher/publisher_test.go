@@ -382,6 +382,10 @@ func TestOrphansDeletedForeignUntouched(t *testing.T) {
 		"/skydns/local/cluster/svc/default/manual/x":   `{"host":"10.1.1.2"}`,
 		"/skydns/local/cluster/svc/default/junk/y":     `not json`,
 		"/skydns/arpa/in-addr/10/1/1/1":                `{"host":"b.default.svc.cluster.local","cluster":"c2","source":"service/default/b"}`,
+		// Our own cluster id, but a source this publisher does not compute
+		// (the multicluster export's PTR, another zone's version record).
+		"/skydns/arpa/in-addr/10/42/42/42":           `{"host":"x.test.svc.clusterset.local","cluster":"c1","source":"serviceexport/test/x"}`,
+		"/skydns/local/cluster/dns-version/zzzzzzzz": `{"text":"1.1.0","cluster":"c1","source":"zone/clusterset.local"}`,
 	}
 	for k, v := range foreign {
 		cli.Put(bg, k, v)
