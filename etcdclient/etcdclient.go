@@ -27,11 +27,22 @@ func New(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client
 	if err != nil {
 		return nil, err
 	}
-	sctx, cancel := context.WithTimeout(ctx, dialTimeout(c))
-	defer cancel()
-	if _, err := cli.Status(sctx, endpoints[0]); err != nil {
+	// One member answering is enough: a cluster with one member down for
+	// maintenance still has quorum, and the client balances across the rest.
+	var errs []error
+	for _, ep := range endpoints {
+		sctx, cancel := context.WithTimeout(ctx, dialTimeout(c))
+		_, err := cli.Status(sctx, ep)
+		cancel()
+		if err == nil {
+			errs = nil
+			break
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+	}
+	if len(errs) > 0 {
 		cli.Close()
-		return nil, fmt.Errorf("etcd %v: %w", endpoints, err)
+		return nil, fmt.Errorf("etcd: no endpoint answered: %w", errors.Join(errs...))
 	}
 	logger(log).Info("etcd connected", "endpoints", endpoints, "tls", c.CAFile != "" || c.CertFile != "", "auth", c.Username != "")
 	return cli, nil

@@ -98,3 +98,19 @@ func TestNewWithAuth(t *testing.T) {
 		t.Fatal("a wrong password connected")
 	}
 }
+
+// A member down for maintenance must not stop a start while another answers.
+func TestNewWithFirstEndpointDown(t *testing.T) {
+	e, u, err := StartEmbedded(config.Embedded{
+		DataDir: filepath.Join(t.TempDir(), "data"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli, err := New(context.Background(), config.Etcd{Endpoints: []string{"http://127.0.0.1:1", u}, DialTimeout: time.Second}, nil)
+	if err != nil {
+		t.Fatalf("New with the first of two endpoints down: %v", err)
+	}
+	cli.Close()
+}

@@ -198,7 +198,11 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = tcp.ShutdownContext(sctx)
+	if tcp.ShutdownContext(sctx) != nil {
+		// Not started yet (ctx ended during start-up) or shutdown timed
+		// out: closing the listener is what makes ActivateAndServe return.
+		l.tcp.Close()
+	}
 	wg.Wait()
 	for _, pc := range l.udp {
 		pc.Close()

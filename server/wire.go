@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 
 	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/server/answer"
 )
 
 // query is what the fast path needs of a query in the common shape.
@@ -64,7 +66,7 @@ func parseQuery(b []byte) (query, bool) {
 		}
 		q.edns = true
 		q.do = b[off+7]&0x80 != 0
-		q.size = max(int(be16(b[off+3:])), dns.MinMsgSize)
+		q.size = answer.UDPSize(be16(b[off+3:]))
 		off += 11 + int(be16(b[off+9:]))
 	}
 	if off != len(b) {

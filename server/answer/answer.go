@@ -324,17 +324,24 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Size is the largest response the client takes: 512 octets over UDP
-// without EDNS, its advertised buffer (at least 512) with it, and 65535
-// over TCP.
+// Size is the largest response sent: over UDP 512 octets without EDNS, the
+// client's advertised buffer with it, but never less than 512 nor more than
+// EDNSSize, and 65535 over TCP. The cap keeps a forged query with a 64 KiB
+// buffer from turning one small packet into a large fragmented one
+// (amplification); larger answers get TC and come over TCP.
 func Size(req *dns.Msg, udp bool) int {
 	if !udp {
 		return dns.MaxMsgSize
 	}
 	if opt := req.IsEdns0(); opt != nil {
-		return max(int(opt.UDPSize()), dns.MinMsgSize)
+		return UDPSize(opt.UDPSize())
 	}
 	return dns.MinMsgSize
+}
+
+// UDPSize clamps a client's advertised EDNS buffer to [512, EDNSSize].
+func UDPSize(advertised uint16) int {
+	return min(max(int(advertised), dns.MinMsgSize), EDNSSize)
 }
 
 // Fit makes m fit in size octets without breaking an RRset: first the

@@ -282,9 +282,18 @@ func TestEDNS(t *testing.T) {
 	if ro == nil || ro.Version() != 0 || ro.UDPSize() != EDNSSize || !ro.Do() || len(ro.Option) != 0 {
 		t.Fatalf("OPT not echoed as expected: %v", m)
 	}
-	if got := Size(req, true); got != 4096 {
-		t.Fatalf("Size over UDP = %d, want the client's 4096", got)
+	if got := Size(req, true); got != EDNSSize {
+		t.Fatalf("Size over UDP for a 4096-octet buffer = %d, want it capped at %d", got, EDNSSize)
 	}
+	opt.SetUDPSize(800)
+	if got := Size(req, true); got != 800 {
+		t.Fatalf("Size over UDP = %d, want the client's 800", got)
+	}
+	opt.SetUDPSize(100)
+	if got := Size(req, true); got != dns.MinMsgSize {
+		t.Fatalf("Size over UDP for a 100-octet buffer = %d, want %d", got, dns.MinMsgSize)
+	}
+	opt.SetUDPSize(4096)
 
 	opt.SetVersion(1)
 	m = Answer(s, req, &testOptions, 0)

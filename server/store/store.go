@@ -282,15 +282,24 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
 		}
 		// A response never splits a revision, and applying it whole keeps
 		// every transaction in it atomic for queries.
-		cur = s.apply(cur, r.resp.Events)
+		next, changed := s.apply(cur, r.resp.Events)
+		if !changed {
+			// Keys under the prefix but outside our zones (another cluster's
+			// tree in a shared etcd): republishing would only throw away
+			// the response cache that hangs off the snapshot.
+			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
+			continue
+		}
+		cur = next
 		s.publish(cur)
 	}
 }
 
 // apply derives the next snapshot from events: only the zones they touch
-// are edited, the others are shared with the previous snapshot.
-func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) *snap.Snapshot {
-	next := &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
+// are edited, the others are shared with the previous snapshot. changed is
+// false when no event fell in a served zone.
+func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) (next *snap.Snapshot, changed bool) {
+	next = &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
 	batches := make([]*snap.Batch, len(next.Zones))
 	serials := make([]int64, len(next.Zones))
 	for _, ev := range events {
@@ -318,7 +327,8 @@ func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) *snap.Snapsh
 	for i, b := range batches {
 		if b != nil {
 			next.Zones[i] = b.Done(uint32(serials[i]))
+			changed = true
 		}
 	}
-	return next
+	return next, changed
 }
