@@ -56,13 +56,7 @@ func TestNewFailsFast(t *testing.T) {
 }
 
 func TestNewWithAuth(t *testing.T) {
-	e, u, err := StartEmbedded(config.Embedded{
-		DataDir: filepath.Join(t.TempDir(), "data"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
+	u := embedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	base := config.Etcd{Endpoints: []string{u}, DialTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second}
@@ -101,16 +95,23 @@ func TestNewWithAuth(t *testing.T) {
 
 // A member down for maintenance must not stop a start while another answers.
 func TestNewWithFirstEndpointDown(t *testing.T) {
+	u := embedded(t)
+	cli, err := New(context.Background(), config.Etcd{Endpoints: []string{"http://127.0.0.1:1", u}, DialTimeout: time.Second}, nil)
+	if err != nil {
+		t.Fatalf("New with the first of two endpoints down: %v", err)
+	}
+	cli.Close()
+}
+
+// embedded starts an in-process etcd on free loopback ports for one test.
+func embedded(t *testing.T) string {
+	t.Helper()
 	e, u, err := StartEmbedded(config.Embedded{
 		DataDir: filepath.Join(t.TempDir(), "data"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
 	}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Close()
-	cli, err := New(context.Background(), config.Etcd{Endpoints: []string{"http://127.0.0.1:1", u}, DialTimeout: time.Second}, nil)
-	if err != nil {
-		t.Fatalf("New with the first of two endpoints down: %v", err)
-	}
-	cli.Close()
+	t.Cleanup(e.Close)
+	return u
 }
