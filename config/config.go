@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -59,19 +60,21 @@ const (
 )
 
 type Publisher struct {
-	Source         string        `mapstructure:"source"`
-	Kubeconfig     string        `mapstructure:"kubeconfig"`
-	Namespaces     []string      `mapstructure:"namespaces"`
-	LabelSelector  string        `mapstructure:"label-selector"`
-	Prefix         string        `mapstructure:"prefix"`
-	ReversePrefix  string        `mapstructure:"reverse-prefix"`
-	TTL            uint32        `mapstructure:"ttl"`
-	DryRun         bool          `mapstructure:"dry-run"`
-	MetricsListen  string        `mapstructure:"metrics-listen"`
-	LeaderElection bool          `mapstructure:"leader-election"`
-	LeaseTTL       time.Duration `mapstructure:"lease-ttl"`
-	MaxTxnOps      int           `mapstructure:"max-txn-ops"`
-	MaxTxnBytes    int           `mapstructure:"max-txn-bytes"`
+	Source           string        `mapstructure:"source"`
+	Kubeconfig       string        `mapstructure:"kubeconfig"`
+	Namespaces       []string      `mapstructure:"namespaces"`
+	LabelSelector    string        `mapstructure:"label-selector"`
+	Prefix           string        `mapstructure:"prefix"`
+	ReversePrefix    string        `mapstructure:"reverse-prefix"`
+	Clusterset       bool          `mapstructure:"clusterset"`
+	ClustersetPrefix string        `mapstructure:"clusterset-prefix"`
+	TTL              uint32        `mapstructure:"ttl"`
+	DryRun           bool          `mapstructure:"dry-run"`
+	MetricsListen    string        `mapstructure:"metrics-listen"`
+	LeaderElection   bool          `mapstructure:"leader-election"`
+	LeaseTTL         time.Duration `mapstructure:"lease-ttl"`
+	MaxTxnOps        int           `mapstructure:"max-txn-ops"`
+	MaxTxnBytes      int           `mapstructure:"max-txn-bytes"`
 }
 
 type Dnsd struct {
@@ -87,6 +90,48 @@ type Dnsd struct {
 	SOAExpire     uint32   `mapstructure:"soa-expire"`
 	SOAMinimum    uint32   `mapstructure:"soa-minimum"`
 	MetricsListen string   `mapstructure:"metrics-listen"`
+
+	Forward        bool          `mapstructure:"forward"`
+	Upstreams      []string      `mapstructure:"upstreams"`
+	ForwardTimeout time.Duration `mapstructure:"forward-timeout"`
+	ForwardCache   int           `mapstructure:"forward-cache"`
+	ForwardMaxTTL  uint32        `mapstructure:"forward-max-ttl"`
+	ForwardAllow   []string      `mapstructure:"forward-allow"`
+}
+
+// ParsedUpstreams reads dnsd.upstreams: IP addresses, with a port or on
+// 53. Names are not taken: resolving them would need a resolver.
+func (d Dnsd) ParsedUpstreams() ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for _, u := range d.Upstreams {
+		u = strings.TrimSpace(u)
+		ap, err := netip.ParseAddrPort(u)
+		if err != nil {
+			a, aerr := netip.ParseAddr(u)
+			if aerr != nil {
+				return nil, fmt.Errorf("dnsd.upstreams: %q: want ip or ip:port", u)
+			}
+			ap = netip.AddrPortFrom(a, 53)
+		}
+		if ap.Port() == 0 {
+			return nil, fmt.Errorf("dnsd.upstreams: %q: port 0", u)
+		}
+		out = append(out, ap)
+	}
+	return out, nil
+}
+
+// ParsedForwardAllow reads dnsd.forward-allow: CIDR prefixes.
+func (d Dnsd) ParsedForwardAllow() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range d.ForwardAllow {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("dnsd.forward-allow: %q is not a CIDR prefix", c)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // Zone is one served zone and the etcd prefix its records are under.
@@ -254,7 +299,7 @@ func (c *Config) Validate(sections ...string) error {
 		}
 	}
 	if uses("cluster") {
-		if !keys.IsLabel(c.Cluster.ID) {
+		if c.Cluster.ID != "" && !keys.IsLabel(c.Cluster.ID) {
 			bad("cluster.id", "%q is not a lowercase DNS label", c.Cluster.ID)
 		}
 		if _, err := keys.CanonicalName(c.Cluster.Domain); err != nil {
@@ -276,6 +321,9 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if err := keys.CheckPrefix(p.ReversePrefix); err != nil {
 			bad("publisher.reverse-prefix", "%v", err)
+		}
+		if err := keys.CheckPrefix(p.ClustersetPrefix); err != nil {
+			bad("publisher.clusterset-prefix", "%v", err)
 		}
 		checkListen(bad, "publisher.metrics-listen", p.MetricsListen)
 		if p.LeaseTTL < 2*time.Second {
@@ -301,6 +349,20 @@ func (c *Config) Validate(sections ...string) error {
 			if _, err := keys.CanonicalName(n); err != nil {
 				bad(key, "%v", err)
 			}
+		}
+		if _, err := d.ParsedUpstreams(); err != nil {
+			errs = append(errs, err)
+		}
+		if d.ForwardTimeout <= 0 {
+			bad("dnsd.forward-timeout", "must be positive")
+		}
+		if d.ForwardCache < 0 {
+			bad("dnsd.forward-cache", "%d: at least 0", d.ForwardCache)
+		}
+		if allow, err := d.ParsedForwardAllow(); err != nil {
+			errs = append(errs, err)
+		} else if d.Forward && len(allow) == 0 {
+			bad("dnsd.forward-allow", "empty: no client could use forwarding; set dnsd.forward to false instead")
 		}
 	}
 	return errors.Join(errs...)

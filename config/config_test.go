@@ -1,6 +1,7 @@
 package config
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,8 +34,31 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("defaults not taken from config.yaml: %+v", c)
 	}
 	zones, err := c.Dnsd.ParsedZones()
-	if err != nil || len(zones) != 3 || zones[0] != (Zone{"cluster.local", "/skydns"}) {
+	if err != nil || len(zones) != 4 || zones[0] != (Zone{"cluster.local", "/skydns"}) {
 		t.Errorf("zones = %v, %v", zones, err)
+	}
+}
+
+// Forwarding is off unless asked for, and its allow list keeps dnsd from
+// being an open resolver even then.
+func TestForwardSettings(t *testing.T) {
+	c, err := load(t, nil, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := c.Dnsd
+	allow, err := d.ParsedForwardAllow()
+	if d.Forward || len(d.Upstreams) != 0 || d.ForwardTimeout != 2*time.Second || d.ForwardCache != 10000 || d.ForwardMaxTTL != 30 ||
+		err != nil || len(allow) != 6 || allow[1].String() != "::1/128" {
+		t.Errorf("forwarding defaults: %+v, allow %v, %v", d, allow, err)
+	}
+	c, err = load(t, []string{"--dnsd.forward", "--dnsd.upstreams", "10.0.0.1,[fd00::1]:5353"}, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups, err := c.Dnsd.ParsedUpstreams()
+	if err != nil || len(ups) != 2 || ups[0].String() != "10.0.0.1:53" || ups[1].String() != "[fd00::1]:5353" || !c.Dnsd.Forward {
+		t.Errorf("upstreams = %v, %v", ups, err)
 	}
 }
 
@@ -89,6 +113,8 @@ func TestRejects(t *testing.T) {
 	dir := t.TempDir()
 	unknown := filepath.Join(dir, "u.yaml")
 	os.WriteFile(unknown, []byte("dnsd:\n  bogus: 1\n"), 0o644)
+	noAllow := filepath.Join(dir, "n.yaml")
+	os.WriteFile(noAllow, []byte("dnsd:\n  forward: true\n  forward-allow: []\n"), 0o644)
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -103,6 +129,13 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--publisher.source", "ftp:x"}, want: "publisher.source"},
 		{args: []string{"--dnsd.zones", "cluster.local=/skydns/x"}, want: "dnsd.zones"},
 		{args: []string{"--dnsd.listen", "nowhere"}, want: "dnsd.listen"},
+		{args: []string{"--dnsd.upstreams", "dns.google"}, want: "dnsd.upstreams"},
+		{args: []string{"--dnsd.upstreams", "10.0.0.1:0"}, want: "dnsd.upstreams"},
+		{args: []string{"--dnsd.forward-timeout", "0s"}, want: "dnsd.forward-timeout"},
+		{args: []string{"--dnsd.forward-cache", "-1"}, want: "dnsd.forward-cache"},
+		{args: []string{"--dnsd.forward-max-ttl", "-1"}, want: "dnsd.forward-max-ttl"},
+		{args: []string{"--dnsd.forward-allow", "10.0.0.1"}, want: "dnsd.forward-allow"},
+		{args: []string{"--config", noAllow}, want: "dnsd.forward-allow"},
 		{args: []string{"--etcd.endpoints", "127.0.0.1:2379"}, want: "etcd.endpoints"},
 		{args: []string{"--etcd.cert-file", "c.pem"}, want: "etcd.cert-file"},
 	} {
@@ -132,14 +165,38 @@ func TestProgramsSeeOnlyTheirSettings(t *testing.T) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite README.md's configuration table from config.yaml")
+
 // The README's configuration table is config.yaml rendered; it must not drift.
 func TestREADMETable(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := MarkdownTable(); !strings.Contains(string(readme), want) {
-		t.Errorf("README.md's configuration table differs from config.yaml; replace it with:\n%s", want)
+	want := MarkdownTable()
+	if *update {
+		// The table is the run of lines from its header to the first
+		// line that is not a table row.
+		lines := strings.Split(string(readme), "\n")
+		head := strings.SplitN(want, "\n", 2)[0]
+		for i, l := range lines {
+			if l != head {
+				continue
+			}
+			j := i
+			for j < len(lines) && strings.HasPrefix(lines[j], "|") {
+				j++
+			}
+			out := append(append(append([]string{}, lines[:i]...), strings.Split(strings.TrimSuffix(want, "\n"), "\n")...), lines[j:]...)
+			if err := os.WriteFile("../README.md", []byte(strings.Join(out, "\n")), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			readme, _ = os.ReadFile("../README.md")
+			break
+		}
+	}
+	if !strings.Contains(string(readme), want) {
+		t.Errorf("README.md's configuration table differs from config.yaml (go test ./config -update rewrites it); want:\n%s", want)
 	}
 }
 

@@ -46,7 +46,7 @@ ready() {
   return 1
 }
 
-"$BIN/publisher" --publisher.source files:examples --etcd.embedded.data-dir "$RUN/etcd" \
+"$BIN/publisher" --publisher.source files:examples --publisher.clusterset --etcd.embedded.data-dir "$RUN/etcd" \
   --publisher.metrics-listen 127.0.0.1:9154 >"$RUN/publisher.log" 2>&1 &
 pids+=($!)
 ready 127.0.0.1:9154 /readyz publisher
@@ -74,6 +74,8 @@ show "headless SRV, N x M"       _postgres._tcp.db.apps.svc.cluster.local SRV
 show "pod hostname.subdomain"    web-0.web.apps.svc.cluster.local A
 show "ExternalName CNAME"        search.apps.svc.cluster.local A
 show "pod a-b-c-d (insecure)"    10-244-1-20.apps.pod.cluster.local A
+show "clusterset ClusterSetIP A"  api.apps.svc.clusterset.local A
+show "clusterset headless SRV"   _postgres._tcp.db.apps.svc.clusterset.local SRV
 printf '%-34s $ dig @127.0.0.1 -p %s nope.apps.svc.cluster.local A | grep status\n' "# no such service" "$DNS_PORT"
 dig @127.0.0.1 -p $DNS_PORT +time=2 +tries=1 nope.apps.svc.cluster.local A | grep -o 'status: [A-Z]*' | sed 's/^/                                     /'
 echo

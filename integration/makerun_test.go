@@ -30,6 +30,8 @@ func TestMakeRun(t *testing.T) {
 			"fd00:10:96::a14",
 			"10 50 5432 db-0.db.apps.svc.cluster.local.",
 			"www.example.com.",
+			"10.112.0.20",
+			"5432 db-0.local.db.apps.svc.clusterset.local.",
 			"status: NXDOMAIN",
 			"stopped publisher and dnsd",
 		} {

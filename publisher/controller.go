@@ -14,7 +14,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/plan"
 	"github.com/etcdns/etcdns/publisher/source"
@@ -22,7 +21,7 @@ import (
 
 // Options configure a Controller.
 type Options struct {
-	Builder     kube.Builder
+	Zones       Zones
 	Source      source.Source
 	Filter      Filter
 	Store       *etcdstore.Store
@@ -186,7 +185,7 @@ func (c *Controller) load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading owned records: %w", err)
 	}
-	idx, st := plan.Load(c.o.Builder.Cluster, kvs)
+	idx, st := plan.Load(c.o.Zones.Cluster.Cluster, kvs)
 	c.mu.Lock()
 	c.idx = idx
 	c.mu.Unlock()
@@ -202,14 +201,14 @@ func (c *Controller) load(ctx context.Context) error {
 func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
 	start := time.Now()
 	set := map[string]bool{}
-	for _, u := range Units(c.o.Builder, c.o.Source) {
+	for _, u := range Units(c.o.Zones, c.o.Source) {
 		set[u] = true
 	}
 	c.m.Units.Set(float64(len(set) - 1))
 	c.mu.Lock()
 	orphans := 0
 	for _, s := range c.idx.Sources() {
-		if !set[s] && Manages(c.o.Builder, s) {
+		if !set[s] && Manages(c.o.Zones, s) {
 			set[s] = true
 			orphans++
 		}
@@ -326,10 +325,10 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 	c.mu.Unlock()
 
 	var st unitStats
-	if !Manages(c.o.Builder, unit) {
+	if !Manages(c.o.Zones, unit) {
 		return st, nil // never delete what another source kind owns
 	}
-	desired, problems := Desired(c.o.Builder, c.o.Source, c.o.Filter, unit)
+	desired, problems := Desired(c.o.Zones, c.o.Source, c.o.Filter, unit)
 	if len(problems) > 0 {
 		c.m.Invalid.Add(float64(len(problems)))
 		c.log.Warn("skipped invalid parts of an object", "unit", unit, "problems", errors.Join(problems...).Error())

@@ -2,7 +2,9 @@ package publisher
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -44,21 +46,32 @@ func (f Filter) namespace(ns string) bool {
 	return false
 }
 
-// ZoneUnit is the unit of the dns-version record.
+// Zones are the trees a publisher writes: its cluster domain and, with
+// multicluster on, its share of clusterset.local.
+type Zones struct {
+	Cluster    kube.Builder
+	Clusterset *kube.Builder // nil: exports are not published
+}
+
+// ZoneUnit is the unit of a zone's dns-version record.
 func ZoneUnit(b kube.Builder) string { return "zone/" + b.Zone }
 
 // Manages reports whether a unit is one this publisher computes records for:
-// its own zone's dns-version, services and pods. Records of any other source
-// that carry this cluster's id (a clusterset export, a zone it no longer
-// serves, a kind a newer version writes) share the ranges it reads but are
-// not its to delete, so they are left alone rather than taken for orphans.
-func Manages(b kube.Builder, unit string) bool {
+// its zones' dns-version, services, pods and (with multicluster on)
+// exports. Records of any other source that carry this cluster's id (a zone
+// it no longer serves, a kind a newer version writes) share the ranges it
+// reads but are not its to delete, so they are left alone rather than taken
+// for orphans. Turning multicluster off therefore leaves the exports in
+// place: `publisher withdraw` is how a cluster leaves the set.
+func Manages(z Zones, unit string) bool {
 	kind, _, name := source.ParseUnit(unit)
 	switch kind {
 	case "service", "pod":
 		return true
+	case "serviceexport":
+		return z.Clusterset != nil
 	case "zone":
-		return name == b.Zone
+		return name == z.Cluster.Zone || z.Clusterset != nil && name == z.Clusterset.Zone
 	}
 	return false
 }
@@ -66,23 +79,30 @@ func Manages(b kube.Builder, unit string) bool {
 // Desired computes the records a unit wants now, from the source's view.
 // A unit whose object is gone (or filtered out) wants nothing, which is how
 // deletes and orphans are handled. Problems are parts that were skipped.
-func Desired(b kube.Builder, src source.Source, f Filter, unit string) ([]keys.Record, []error) {
+func Desired(z Zones, src source.Source, f Filter, unit string) ([]keys.Record, []error) {
 	kind, ns, name := source.ParseUnit(unit)
 	switch kind {
 	case "zone":
-		if name != b.Zone {
-			return nil, nil // not this publisher's zone; Manages keeps it from reconcile
+		switch {
+		case name == z.Cluster.Zone:
+			return []keys.Record{z.Cluster.Version()}, nil
+		case z.Clusterset != nil && name == z.Clusterset.Zone:
+			return []keys.Record{z.Clusterset.Version()}, nil
 		}
-		return []keys.Record{b.Version()}, nil
-	case "service":
-		if !f.namespace(ns) {
+		return nil, nil // not this publisher's zone; Manages keeps it from reconcile
+	case "service", "serviceexport":
+		if !f.namespace(ns) || kind == "serviceexport" && (z.Clusterset == nil || !src.Exported(ns, name)) {
 			return nil, nil
 		}
 		svc, ok := src.Service(ns, name)
 		if !ok || (f.Selector != nil && !f.Selector.Matches(labels.Set(svc.Labels))) {
 			return nil, nil
 		}
-		return b.Service(svc, src.Slices(ns, name))
+		if kind == "service" {
+			return z.Cluster.Service(svc, src.Slices(ns, name))
+		}
+		imp, _ := src.Import(ns, name)
+		return z.Clusterset.Exported(svc, src.Slices(ns, name), imp)
 	case "pod":
 		if !f.Pods || !f.namespace(ns) {
 			return nil, nil
@@ -91,25 +111,30 @@ func Desired(b kube.Builder, src source.Source, f Filter, unit string) ([]keys.R
 		if !ok {
 			return nil, nil
 		}
-		return b.Pod(pod)
+		return z.Cluster.Pod(pod)
 	}
 	return nil, []error{fmt.Errorf("unit %q: unknown kind", unit)}
 }
 
-// Units is every unit the source knows plus the zone, sorted.
-func Units(b kube.Builder, src source.Source) []string {
-	us := append(src.Units(), ZoneUnit(b))
+// Units is every unit the source knows plus the zones, sorted.
+func Units(z Zones, src source.Source) []string {
+	us := append(src.Units(), ZoneUnit(z.Cluster))
+	if z.Clusterset != nil {
+		us = append(us, ZoneUnit(*z.Clusterset))
+	} else {
+		us = slices.DeleteFunc(us, func(u string) bool { return strings.HasPrefix(u, "serviceexport/") })
+	}
 	sort.Strings(us)
 	return us
 }
 
 // All returns every record the source's objects want, sorted by key: what
 // --dry-run prints.
-func All(b kube.Builder, src source.Source, f Filter) ([]keys.Record, []error) {
+func All(z Zones, src source.Source, f Filter) ([]keys.Record, []error) {
 	var recs []keys.Record
 	var problems []error
-	for _, u := range Units(b, src) {
-		r, p := Desired(b, src, f, u)
+	for _, u := range Units(z, src) {
+		r, p := Desired(z, src, f, u)
 		recs = append(recs, r...)
 		problems = append(problems, p...)
 	}

@@ -30,7 +30,7 @@ func TestDesiredWiring(t *testing.T) {
 	b := builder(t, "c1")
 
 	count := func(f Filter, unit string) int {
-		recs, problems := Desired(b, src, f, unit)
+		recs, problems := Desired(Zones{Cluster: b}, src, f, unit)
 		if len(problems) > 0 {
 			t.Fatalf("%s: %v", unit, problems)
 		}
@@ -66,7 +66,7 @@ func TestDesiredWiring(t *testing.T) {
 		t.Error("bad selector accepted")
 	}
 
-	recs, _ := All(b, src, all)
+	recs, _ := All(Zones{Cluster: b}, src, all)
 	for i := 1; i < len(recs); i++ {
 		if recs[i-1].Key >= recs[i].Key {
 			t.Fatal("All is not sorted by key")

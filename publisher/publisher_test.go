@@ -91,7 +91,7 @@ func newPub(t testing.TB, cli *clientv3.Client, cluster string, kc kubernetes.In
 	src := source.NewKube(kc, nil, "", false)
 	ranges, _ := etcdstore.Ranges("/skydns", "/skydns", "cluster.local")
 	o := Options{
-		Builder: b, Source: src, Store: &etcdstore.Store{Client: cli, Timeout: 5 * time.Second},
+		Zones: Zones{Cluster: b}, Source: src, Store: &etcdstore.Store{Client: cli, Timeout: 5 * time.Second},
 		Ranges: ranges, MaxTxnOps: 128, MaxTxnBytes: 1 << 20, Log: quiet(), Metrics: NewMetrics(),
 	}
 	for _, f := range opts {

@@ -39,6 +39,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
@@ -132,7 +133,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	newCtrl := func() (*publisher.Controller, *publisher.Metrics) {
 		m := publisher.NewMetrics()
 		return publisher.NewController(publisher.Options{
-			Builder: b, Source: src, Filter: publisher.Filter{},
+			Zones: publisher.Zones{Cluster: b}, Source: src, Filter: publisher.Filter{},
 			Store:  &etcdstore.Store{Client: cli, Timeout: 30 * time.Second},
 			Ranges: ranges, MaxTxnOps: 128, MaxTxnBytes: 1572864, Workers: workers, Log: log, Metrics: m,
 			OnProgrammed: func(_ string, d time.Duration) {
@@ -168,7 +169,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		return term{c, cancel, done}, time.Since(start), nil
 	}
 
-	records, _ := publisher.All(b, src, publisher.Filter{})
+	records, _ := publisher.All(publisher.Zones{Cluster: b}, src, publisher.Filter{})
 	rev0 := revision(ctx, cli)
 	c1, m1 := newCtrl()
 	t1, initial, err := lead(c1)
@@ -404,6 +405,10 @@ func (m *mem) Slices(ns, svc string) []*discoveryv1.EndpointSlice {
 }
 
 func (m *mem) Pod(string, string) (*corev1.Pod, bool) { return nil, false }
+
+func (m *mem) Exported(string, string) bool { return false }
+
+func (m *mem) Import(string, string) (*mcsv1alpha1.ServiceImport, bool) { return nil, false }
 
 func (m *mem) Units() []string {
 	m.mu.RLock()

@@ -33,8 +33,34 @@ func main() {
 		}
 		return run(cmd.Context(), cfg)
 	}
+	cmd.AddCommand(withdrawCommand())
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "publisher:", err)
 		os.Exit(1)
 	}
+}
+
+func withdrawCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "withdraw",
+		Short: "Remove every record this cluster owns from etcd (the cluster leaves the set)",
+		Long: "Remove every record cluster.id owns from the shared etcd: its cluster-local and reverse\n" +
+			"trees and its share of clusterset.local. Other clusters' records are untouched.\n" +
+			"Stop the cluster's publisher first; withdraw refuses to run while one leads.\n" +
+			"With --dry-run it lists the keys it would remove. For a cluster that is already gone:\n" +
+			"  publisher withdraw --cluster.id <id> --etcd.endpoints <url> [--publisher.prefix ...]",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+	}
+	loader := config.NewLoader(cmd.Flags(), "etcd", "cluster", "publisher")
+	loader.Alias(cmd.Flags(), map[string]string{"dry-run": "publisher.dry-run"})
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		cfg, err := loader.Load()
+		if err != nil {
+			return err
+		}
+		return withdraw(cmd.Context(), cfg, os.Stdout)
+	}
+	return cmd
 }

@@ -10,15 +10,18 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
@@ -37,10 +40,6 @@ func run(ctx context.Context, cfg *config.Config) error {
 	slog.SetDefault(log)
 	p := cfg.Publisher
 
-	b, err := kube.NewBuilder(keys.Layout{Prefix: p.Prefix, ReversePrefix: p.ReversePrefix, Cluster: cfg.Cluster.ID, TTL: p.TTL}, cfg.Cluster.Domain)
-	if err != nil {
-		return err
-	}
 	pods := cfg.Cluster.Pods == config.PodsVerified
 	filter, err := publisher.NewFilter(p.Namespaces, p.LabelSelector, pods)
 	if err != nil {
@@ -50,9 +49,13 @@ func run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	zones, err := buildZones(ctx, cfg, src, log)
+	if err != nil {
+		return err
+	}
 
 	if p.DryRun {
-		return dryRun(ctx, b, src, filter, os.Stdout, log)
+		return dryRun(ctx, zones, src, filter, os.Stdout, log)
 	}
 
 	m := publisher.NewMetrics()
@@ -91,12 +94,12 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	defer cli.Close()
 
-	ranges, err := etcdstore.Ranges(p.Prefix, p.ReversePrefix, b.Zone)
+	ranges, err := zoneRanges(zones)
 	if err != nil {
 		return err
 	}
 	ctrl := publisher.NewController(publisher.Options{
-		Builder:     b,
+		Zones:       zones,
 		Source:      src,
 		Filter:      filter,
 		Store:       &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout},
@@ -138,7 +141,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	host, _ := os.Hostname()
 	el := &elect.Elector{
 		Client:  cli,
-		Cluster: cfg.Cluster.ID,
+		Cluster: zones.Cluster.Cluster,
 		ID:      host + "/" + strconv.Itoa(os.Getpid()),
 		TTL:     p.LeaseTTL,
 		Log:     log,
@@ -161,7 +164,78 @@ func newSource(p config.Publisher, pods bool, log *slog.Logger) (source.Source, 
 	if err != nil {
 		return nil, err
 	}
-	return source.NewKube(client, p.Namespaces, p.LabelSelector, pods), nil
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	k := source.NewKube(client, p.Namespaces, p.LabelSelector, pods).WithProperties(dyn)
+	if p.Clusterset {
+		mcs, err := mcsclient.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		k.WithMulticluster(mcs)
+	}
+	return k, nil
+}
+
+// buildZones settles the cluster id (configured, else what the cluster says
+// about itself) and the record builders of the trees this cluster writes.
+func buildZones(ctx context.Context, cfg *config.Config, src source.Source, log *slog.Logger) (publisher.Zones, error) {
+	p := cfg.Publisher
+	var ident source.Identity
+	if cfg.Cluster.ID == "" {
+		idf, ok := src.(source.Identifier)
+		if !ok {
+			return publisher.Zones{}, errors.New("cluster.id is empty and the source cannot tell the cluster's identity; set cluster.id")
+		}
+		var err error
+		if ident, err = idf.Identity(ctx); err != nil {
+			return publisher.Zones{}, fmt.Errorf("cluster id: %w", err)
+		}
+	}
+	id, from, err := source.ClusterID(cfg.Cluster.ID, ident)
+	if err != nil {
+		return publisher.Zones{}, err
+	}
+	log.Info("cluster id", "id", id, "from", from)
+	b, err := kube.NewBuilder(keys.Layout{Prefix: p.Prefix, ReversePrefix: p.ReversePrefix, Cluster: id, TTL: p.TTL}, cfg.Cluster.Domain)
+	if err != nil {
+		return publisher.Zones{}, err
+	}
+	z := publisher.Zones{Cluster: b}
+	if p.Clusterset {
+		// The clusterset tree is shared; the PTRs of ClusterSetIPs go into
+		// this cluster's own reverse tree, next to its cluster-local ones:
+		// service CIDRs of different clusters may overlap.
+		cs, err := kube.NewBuilder(keys.Layout{Prefix: p.ClustersetPrefix, ReversePrefix: p.ReversePrefix, Cluster: id, TTL: p.TTL}, kube.ClustersetZone)
+		if err != nil {
+			return publisher.Zones{}, err
+		}
+		if cs.Zone == b.Zone {
+			return publisher.Zones{}, fmt.Errorf("cluster.domain %s is the clusterset zone; pick another cluster domain", b.Zone)
+		}
+		z.Clusterset = &cs
+	}
+	return z, nil
+}
+
+// zoneRanges are the etcd ranges a cluster's records can be in.
+func zoneRanges(z publisher.Zones) ([]string, error) {
+	r, err := etcdstore.Ranges(z.Cluster.Prefix, z.Cluster.ReversePrefix, z.Cluster.Zone)
+	if err != nil || z.Clusterset == nil {
+		return r, err
+	}
+	cs, err := etcdstore.Ranges(z.Clusterset.Prefix, z.Clusterset.ReversePrefix, z.Clusterset.Zone)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range cs {
+		if !slices.Contains(r, x) {
+			r = append(r, x)
+		}
+	}
+	return r, nil
 }
 
 // restConfig follows kubectl: the given file, else $KUBECONFIG, else the
@@ -185,13 +259,13 @@ func restConfig(path string) (*rest.Config, error) {
 
 // dryRun prints every record as "key value", sorted by key, without
 // touching etcd. Invalid objects are reported on stderr, as in a real run.
-func dryRun(ctx context.Context, b kube.Builder, src source.Source, f publisher.Filter, out io.Writer, log *slog.Logger) error {
+func dryRun(ctx context.Context, z publisher.Zones, src source.Source, f publisher.Filter, out io.Writer, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if err := src.Start(ctx, func(string, time.Time) {}); err != nil {
 		return err
 	}
-	recs, problems := publisher.All(b, src, f)
+	recs, problems := publisher.All(z, src, f)
 	for _, p := range problems {
 		log.Warn("skipped invalid object", "problem", p.Error())
 	}

@@ -7,11 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
+
 	"github.com/etcdns/etcdns/config"
-	"github.com/etcdns/etcdns/keys"
-	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher"
 	"github.com/etcdns/etcdns/publisher/source"
 )
@@ -22,22 +23,28 @@ var update = flag.Bool("update", false, "rewrite examples/*.records from the cur
 // `make run` publishes, reviewable line by line in examples/*.records.
 func TestDryRunExamples(t *testing.T) {
 	for _, c := range []struct {
-		golden string
-		pods   config.PodMode
+		golden     string
+		pods       config.PodMode
+		clusterset bool
 	}{
-		{"dry-run.records", config.PodsInsecure},
-		{"dry-run-verified-pods.records", config.PodsVerified},
+		{"dry-run.records", config.PodsInsecure, false},
+		{"dry-run-verified-pods.records", config.PodsVerified, false},
+		{"dry-run-clusterset.records", config.PodsInsecure, true},
 	} {
-		t.Run(string(c.pods), func(t *testing.T) {
-			b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "local", TTL: 5}, "cluster.local")
-			if err != nil {
-				t.Fatal(err)
-			}
+		t.Run(c.golden, func(t *testing.T) {
+			cfg := defaults(t)
+			cfg.Cluster.Pods = c.pods
+			cfg.Publisher.Clusterset = c.clusterset
 			pods := c.pods == config.PodsVerified
 			f, _ := publisher.NewFilter(nil, "", pods)
 			src := source.NewFiles("../../examples", pods, slog.Default())
+			// The id comes from examples/cluster.yaml, as in `make run`.
+			z, err := buildZones(context.Background(), cfg, src, slog.Default())
+			if err != nil {
+				t.Fatal(err)
+			}
 			var out bytes.Buffer
-			if err := dryRun(context.Background(), b, src, f, &out, slog.Default()); err != nil {
+			if err := dryRun(context.Background(), z, src, f, &out, slog.Default()); err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join("../../examples", c.golden)
@@ -54,5 +61,41 @@ func TestDryRunExamples(t *testing.T) {
 				t.Errorf("--dry-run output differs from %s:\n%s", path, out.String())
 			}
 		})
+	}
+}
+
+func defaults(t *testing.T) *config.Config {
+	t.Helper()
+	l := config.NewLoader(pflag.NewFlagSet("t", pflag.ContinueOnError), "etcd", "cluster", "publisher")
+	cfg, err := l.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestClusterID: configured wins; without it the files source's
+// ClusterProperty; an id that is not a DNS label stops the publisher.
+func TestClusterID(t *testing.T) {
+	src := source.NewFiles("../../examples", false, slog.Default())
+	cfg := defaults(t)
+	z, err := buildZones(context.Background(), cfg, src, slog.Default())
+	if err != nil || z.Cluster.Cluster != "local" {
+		t.Fatalf("from examples/cluster.yaml: %q, %v", z.Cluster.Cluster, err)
+	}
+	cfg.Cluster.ID = "east"
+	if z, _ := buildZones(context.Background(), cfg, src, slog.Default()); z.Cluster.Cluster != "east" {
+		t.Errorf("configured id lost to the ClusterProperty: %q", z.Cluster.Cluster)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.yaml"), []byte("apiVersion: about.k8s.io/v1alpha1\nkind: ClusterProperty\nmetadata: {name: id.k8s.io}\nspec: {value: Not_A_Label}\n"), 0o644)
+	cfg.Cluster.ID = ""
+	_, err = buildZones(context.Background(), cfg, source.NewFiles(dir, false, slog.Default()), slog.Default())
+	if err == nil || !strings.Contains(err.Error(), `"Not_A_Label" (from ClusterProperty id.k8s.io) is not a lowercase DNS label`) {
+		t.Errorf("bad id: %v", err)
+	}
+	_, err = buildZones(context.Background(), cfg, source.NewFiles(t.TempDir(), false, slog.Default()), slog.Default())
+	if err == nil || !strings.Contains(err.Error(), "set cluster.id") {
+		t.Errorf("no id anywhere: %v", err)
 	}
 }

@@ -25,10 +25,13 @@ func ExportSource(namespace, name string) string {
 // of every exporting cluster's records is the clusterset view:
 //
 //   - headless: each ready endpoint at the service name and at
-//     <hostname>.<clusterid>.<svc>.<ns>.svc, SRV per named port to the latter,
-//     PTR to the latter;
+//     <hostname>.<clusterid>.<svc>.<ns>.svc, SRV per named port to the latter;
 //   - ClusterSetIP: the ServiceImport's IPs at the service name, SRV per named
 //     port to the service name, PTR to the service name.
+//
+// A headless endpoint gets no clusterset PTR: spec 001 asks for one only
+// where the IP has none, and every ready endpoint of the exporting cluster
+// already has its cluster-local PTR (spec 000), in the same reverse tree.
 //
 // Nothing is ever written at <clusterid>.<svc>.<ns>.svc itself: the spec says
 // no record may single out one cluster's backends. imp may be nil for a
@@ -89,7 +92,6 @@ func (b Builder) Exported(svc *corev1.Service, epSlices []*discoveryv1.EndpointS
 		host := ep.host + "." + inCluster
 		s.add(b.Address(name, src, ep.ip))
 		s.add(b.Address(host, src, ep.ip))
-		s.add(b.PTR(ep.ip, src, host))
 		b.endpointSRVs(&s, name, host, src, ep)
 	}
 	return s.sorted()

@@ -57,10 +57,7 @@ func TestExported(t *testing.T) {
 				ep{ip: "2001:db8::2", hostname: "my-pet"}),
 		},
 		want: []string{
-			"100.0.3.10.in-addr.arpa PTR my-pet." + c1 + ".headless.test.svc.clusterset.local.",
 			"10-3-0-101." + c1 + ".headless.test.svc.clusterset.local A 10.3.0.101",
-			"101.0.3.10.in-addr.arpa PTR 10-3-0-101." + c1 + ".headless.test.svc.clusterset.local.",
-			"2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0.1.0.0.2.ip6.arpa PTR my-pet." + c1 + ".headless.test.svc.clusterset.local.",
 			"_https._tcp.headless.test.svc.clusterset.local SRV 443 10-3-0-101." + c1 + ".headless.test.svc.clusterset.local.",
 			"_https._tcp.headless.test.svc.clusterset.local SRV 443 my-pet." + c1 + ".headless.test.svc.clusterset.local.",
 			"headless.test.svc.clusterset.local A 10.3.0.100",

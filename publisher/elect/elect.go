@@ -2,6 +2,8 @@ package elect
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -120,4 +122,36 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-time.After(d):
 	}
+}
+
+// ErrLeading means another replica leads the cluster: a running publisher.
+var ErrLeading = errors.New("a publisher of this cluster is running")
+
+// Exclusive runs f as the cluster's leader, but only if nobody leads now:
+// it is for one-off jobs (a withdrawal) that must neither race a running
+// publisher nor let one start halfway through. It resigns when f returns.
+func Exclusive(ctx context.Context, cli *clientv3.Client, cluster, id string, f Lead) error {
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	if err != nil {
+		return err
+	}
+	defer sess.Close()
+	e := concurrency.NewElection(sess, Key(cluster))
+	switch leader, err := e.Leader(ctx); {
+	case err == nil:
+		return fmt.Errorf("%w: %s (leader key %s); stop it first", ErrLeading, leader.Kvs[0].Value, leader.Kvs[0].Key)
+	case !errors.Is(err, concurrency.ErrElectionNoLeader):
+		return err
+	}
+	// Campaign only waits if a publisher started since the check above.
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.Campaign(cctx, id); err != nil {
+		if cctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w: it started during the check", ErrLeading)
+		}
+		return err
+	}
+	defer e.Resign(context.WithoutCancel(ctx))
+	return f(ctx, Fence(e))
 }

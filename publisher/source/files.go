@@ -19,12 +19,30 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
 
-// Files reads Services, EndpointSlices and Pods from the YAML and JSON
+// decoder knows the built-in kinds and the MCS API's.
+var decoder = func() runtime.Decoder {
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := mcsv1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return serializer.NewCodecFactory(s).UniversalDeserializer()
+}()
+
+// Files reads Services, EndpointSlices, Pods, ServiceExports and
+// ServiceImports (and, for Identity, ClusterProperties and the kube-system
+// Namespace) from the YAML and JSON
 // manifests (multi-document, or kind: List) in a directory tree, and reads
 // them again when a file is added, removed or modified. It polls the files'
 // names, sizes and modification times once per Interval: fsnotify is not a
@@ -45,7 +63,10 @@ type fileState struct {
 	services map[string]*corev1.Service              // ns/name
 	slices   map[string][]*discoveryv1.EndpointSlice // ns/service
 	pods     map[string]*corev1.Pod                  // ns/name
-	prints   map[string]string                       // unit -> fingerprint
+	exports  map[string]bool                         // ns/name
+	imports  map[string]*mcsv1alpha1.ServiceImport   // ns/name
+	identity Identity
+	prints   map[string]string // unit -> fingerprint
 }
 
 func NewFiles(dir string, pods bool, log *slog.Logger) *Files {
@@ -161,6 +182,9 @@ func (f *Files) read() (*fileState, error) {
 		services: map[string]*corev1.Service{},
 		slices:   map[string][]*discoveryv1.EndpointSlice{},
 		pods:     map[string]*corev1.Pod{},
+		exports:  map[string]bool{},
+		imports:  map[string]*mcsv1alpha1.ServiceImport{},
+		identity: Identity{Properties: map[string]string{}},
 		prints:   map[string]string{},
 	}
 	files, err := f.manifests()
@@ -187,6 +211,20 @@ func (f *Files) read() (*fileState, error) {
 				if f.Pods {
 					st.pods[o.Namespace+"/"+o.Name] = o
 				}
+			case *mcsv1alpha1.ServiceExport:
+				defaultNamespace(&o.ObjectMeta.Namespace)
+				st.exports[o.Namespace+"/"+o.Name] = true
+			case *mcsv1alpha1.ServiceImport:
+				defaultNamespace(&o.ObjectMeta.Namespace)
+				st.imports[o.Namespace+"/"+o.Name] = o
+			case *corev1.Namespace:
+				if o.Name == metav1.NamespaceSystem {
+					st.identity.KubeSystemUID = string(o.UID)
+				}
+			case *unstructured.Unstructured:
+				if v := propertyValue(o); v != "" && (o.GetName() == PropertyClusterID || o.GetName() == PropertyLegacyClusterID) {
+					st.identity.Properties[o.GetName()] = v
+				}
 			}
 		}
 	}
@@ -202,6 +240,10 @@ func (f *Files) read() (*fileState, error) {
 		if _, ok := st.prints[u]; !ok {
 			st.prints[u] = fingerprint(nil, sl)
 		}
+	}
+	for k := range st.exports {
+		ns, name, _ := strings.Cut(k, "/")
+		st.prints[ExportUnit(ns, name)] = fingerprint(st.services[k], st.slices[k], st.imports[k])
 	}
 	for k, p := range st.pods {
 		ns, name, _ := strings.Cut(k, "/")
@@ -222,15 +264,16 @@ func fingerprint(objs ...any) string {
 }
 
 // DecodeManifests reads one YAML or JSON file of Kubernetes objects. Kinds
-// other than Service, EndpointSlice and Pod are skipped; a document that is
-// not a Kubernetes object fails the file.
+// neither built in nor of the MCS API are skipped, except ClusterProperty,
+// returned unstructured; a document that is not a Kubernetes object fails
+// the file.
 func DecodeManifests(path string) ([]runtime.Object, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	dec := scheme.Codecs.UniversalDeserializer()
+	dec := decoder
 	var out []runtime.Object
 	for i := 0; ; i++ {
 		doc, err := r.Read()
@@ -246,6 +289,9 @@ func DecodeManifests(path string) ([]runtime.Object, error) {
 		obj, _, err := dec.Decode(doc, nil, nil)
 		if err != nil {
 			if runtime.IsNotRegisteredError(err) {
+				if u := clusterProperty(doc); u != nil {
+					out = append(out, u)
+				}
 				continue
 			}
 			return nil, fmt.Errorf("%s: document %d: %w", path, i+1, err)
@@ -265,6 +311,23 @@ func DecodeManifests(path string) ([]runtime.Object, error) {
 		}
 		out = append(out, obj)
 	}
+}
+
+// clusterProperty decodes a ClusterProperty, nil for any other kind: its
+// API (KEP-2149) is not a Go dependency, and one field is all we read.
+func clusterProperty(doc []byte) *unstructured.Unstructured {
+	j, err := utilyaml.ToJSON(doc)
+	if err != nil {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		return nil
+	}
+	if u.GetKind() != "ClusterProperty" || u.GroupVersionKind().Group != ClusterPropertyResource.Group {
+		return nil
+	}
+	return u
 }
 
 func stripComments(doc []byte) []byte {
@@ -296,6 +359,28 @@ func (f *Files) Pod(namespace, name string) (*corev1.Pod, bool) {
 	defer f.mu.RUnlock()
 	p, ok := f.state.pods[namespace+"/"+name]
 	return p, ok
+}
+
+func (f *Files) Exported(namespace, name string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.exports[namespace+"/"+name]
+}
+
+func (f *Files) Import(namespace, name string) (*mcsv1alpha1.ServiceImport, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	i, ok := f.state.imports[namespace+"/"+name]
+	return i, ok
+}
+
+// Identity reads the manifests now: it is asked before Start.
+func (f *Files) Identity(context.Context) (Identity, error) {
+	st, err := f.read()
+	if err != nil {
+		return Identity{}, err
+	}
+	return st.identity, nil
 }
 
 func (f *Files) Units() []string {

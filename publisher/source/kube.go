@@ -7,10 +7,15 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 )
 
 const byService = "service"
@@ -24,9 +29,14 @@ type Kube struct {
 	pods          bool
 	resync        time.Duration
 
+	mcs     mcsclient.Interface
+	dynamic dynamic.Interface
+
 	services []cache.SharedIndexInformer
 	slices   []cache.SharedIndexInformer
 	podInfs  []cache.SharedIndexInformer
+	exports  []cache.SharedIndexInformer
+	imports  []cache.SharedIndexInformer
 }
 
 // NewKube builds a source; labelSelector applies to Services only (slices
@@ -39,9 +49,31 @@ func NewKube(client kubernetes.Interface, namespaces []string, labelSelector str
 	return &Kube{client: client, namespaces: namespaces, labelSelector: labelSelector, pods: pods}
 }
 
+// WithMulticluster also watches ServiceExports and ServiceImports (the MCS
+// API's CRDs must be installed).
+func (k *Kube) WithMulticluster(c mcsclient.Interface) *Kube {
+	k.mcs = c
+	return k
+}
+
+// WithProperties lets Identity read ClusterProperty objects.
+func (k *Kube) WithProperties(d dynamic.Interface) *Kube {
+	k.dynamic = d
+	return k
+}
+
 func (k *Kube) Start(ctx context.Context, notify Notify) error {
 	var synced []cache.InformerSynced
 	for _, ns := range k.namespaces {
+		if k.mcs != nil {
+			// Before the service informers, so that their first events
+			// already see which services are exported.
+			s, err := k.startMulticluster(ctx, ns, notify)
+			if err != nil {
+				return err
+			}
+			synced = append(synced, s...)
+		}
 		svcF := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
 			informers.WithNamespace(ns),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = k.labelSelector }))
@@ -53,7 +85,7 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 			if !ok {
 				return nil
 			}
-			return []string{ServiceUnit(s.Namespace, s.Name)}
+			return k.serviceUnits(s.Namespace, s.Name)
 		})); err != nil {
 			return err
 		}
@@ -72,7 +104,7 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 			if !ok || sliceService(s) == "" {
 				return nil
 			}
-			return []string{ServiceUnit(s.Namespace, sliceService(s))}
+			return k.serviceUnits(s.Namespace, sliceService(s))
 		})); err != nil {
 			return err
 		}
@@ -100,6 +132,37 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 		return fmt.Errorf("kubernetes informers did not sync: %w", context.Cause(ctx))
 	}
 	return nil
+}
+
+func (k *Kube) startMulticluster(ctx context.Context, ns string, notify Notify) ([]cache.InformerSynced, error) {
+	f := mcsinformers.NewSharedInformerFactoryWithOptions(k.mcs, k.resync, mcsinformers.WithNamespace(ns))
+	exp := f.Multicluster().V1alpha1().ServiceExports().Informer()
+	imp := f.Multicluster().V1alpha1().ServiceImports().Informer()
+	// An export's records are made of the service, its slices and the
+	// import of the same name, so every one of them touches the unit.
+	for _, inf := range []cache.SharedIndexInformer{exp, imp} {
+		if _, err := inf.AddEventHandler(handler(notify, func(obj any) []string {
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return nil
+			}
+			return []string{ExportUnit(m.GetNamespace(), m.GetName())}
+		})); err != nil {
+			return nil, err
+		}
+	}
+	k.exports = append(k.exports, exp)
+	k.imports = append(k.imports, imp)
+	f.Start(ctx.Done())
+	return []cache.InformerSynced{exp.HasSynced, imp.HasSynced}, nil
+}
+
+// serviceUnits are the units a change to a service or its slices touches.
+func (k *Kube) serviceUnits(namespace, name string) []string {
+	if k.Exported(namespace, name) {
+		return []string{ServiceUnit(namespace, name), ExportUnit(namespace, name)}
+	}
+	return []string{ServiceUnit(namespace, name)}
 }
 
 // handler maps every event to the units it touches; an update that moves a
@@ -150,8 +213,32 @@ func (k *Kube) Pod(namespace, name string) (*corev1.Pod, bool) {
 	return nil, false
 }
 
+func (k *Kube) Exported(namespace, name string) bool {
+	for _, inf := range k.exports {
+		if _, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (k *Kube) Import(namespace, name string) (*mcsv1alpha1.ServiceImport, bool) {
+	for _, inf := range k.imports {
+		if obj, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+			return obj.(*mcsv1alpha1.ServiceImport), true
+		}
+	}
+	return nil, false
+}
+
 func (k *Kube) Units() []string {
 	var out []string
+	for _, inf := range k.exports {
+		for _, o := range inf.GetStore().List() {
+			e := o.(*mcsv1alpha1.ServiceExport)
+			out = append(out, ExportUnit(e.Namespace, e.Name))
+		}
+	}
 	for _, inf := range k.services {
 		for _, o := range inf.GetStore().List() {
 			s := o.(*corev1.Service)

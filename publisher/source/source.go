@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
 
 // Notify is told that a unit may have changed, and when the change was seen
@@ -22,7 +23,13 @@ type Source interface {
 	// Slices returns the EndpointSlices labelled with a service's name.
 	Slices(namespace, service string) []*discoveryv1.EndpointSlice
 	Pod(namespace, name string) (*corev1.Pod, bool)
-	// Units lists every service and (when watched) pod unit currently known.
+	// Exported reports whether a ServiceExport names the service, and
+	// Import returns the ServiceImport of the same name (the ClusterSetIPs);
+	// both are false without the multicluster API.
+	Exported(namespace, name string) bool
+	Import(namespace, name string) (*mcsv1alpha1.ServiceImport, bool)
+	// Units lists every service, export and (when watched) pod unit
+	// currently known.
 	Units() []string
 }
 
@@ -30,9 +37,10 @@ type Source interface {
 // work queue speak the same language.
 func ServiceUnit(namespace, name string) string { return "service/" + namespace + "/" + name }
 func PodUnit(namespace, name string) string     { return "pod/" + namespace + "/" + name }
+func ExportUnit(namespace, name string) string  { return "serviceexport/" + namespace + "/" + name }
 
-// ParseUnit splits a unit into kind ("service", "pod", "zone") and the
-// object's namespace and name (for a zone, name is the zone).
+// ParseUnit splits a unit into kind ("service", "serviceexport", "pod",
+// "zone") and the object's namespace and name (for a zone, name is the zone).
 func ParseUnit(unit string) (kind, namespace, name string) {
 	kind, rest, _ := strings.Cut(unit, "/")
 	if kind == "zone" {
