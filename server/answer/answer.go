@@ -1,6 +1,7 @@
 package answer
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -158,18 +159,18 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 			name, owner = next, next+"."
 			continue
 		}
-		rrs := node.Set(qtype)
+		set := node.RRSet(qtype)
 		if qtype == dns.TypeANY && len(node.Sets) > 0 {
 			// RFC 8482: one RRset is a complete answer to ANY.
-			rrs = node.Sets[0].RRs
+			set = node.Sets[0]
 		}
-		if len(rrs) == 0 {
+		if len(set.RRs) == 0 {
 			r.negative = true
 			return
 		}
-		r.add(rrs, owner)
+		r.add(set, owner)
 		if qtype == dns.TypeSRV {
-			r.glue(rrs)
+			r.glue(set.RRs)
 		}
 		return
 	}
@@ -261,8 +262,18 @@ func (r *resolver) pod(name string) (*snap.Node, bool) {
 	return nil, true
 }
 
-// add appends an RRset, rotated, under the owner name as asked.
-func (r *resolver) add(rrs []dns.RR, owner string) {
+// add appends an RRset under the owner name as asked. The local cluster's
+// records and the other clusters' rotate each within their own group, so
+// spreading load never puts a remote record ahead of a local one.
+func (r *resolver) add(set snap.RRSet, owner string) {
+	r.answer = slices.Grow(r.answer, len(set.RRs))
+	r.rotated(set.RRs[:set.Local], owner)
+	r.rotated(set.RRs[set.Local:], owner)
+}
+
+// rotated appends rrs turned by the query counter, so that successive
+// queries spread over them.
+func (r *resolver) rotated(rrs []dns.RR, owner string) {
 	n := len(rrs)
 	start := 0
 	if r.o.Rotate && n > 1 {
@@ -274,7 +285,10 @@ func (r *resolver) add(rrs []dns.RR, owner string) {
 }
 
 // glue adds the addresses of SRV targets that we hold, so a client needs
-// no second query (spec 000 sections 2.3.2 and 2.4.2).
+// no second query (spec 000 sections 2.3.2 and 2.4.2). It is never
+// rotated: the UDP cache decides from the answer section alone whether a
+// response varies per query, and the snapshot order already puts the local
+// cluster's targets and addresses first.
 func (r *resolver) glue(srvs []dns.RR) {
 	var done []string
 	for _, rr := range srvs {

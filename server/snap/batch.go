@@ -101,7 +101,7 @@ func (b *Batch) Done(serial uint32) *Zone {
 			delete(b.z.names[shardOf(name)], name)
 			continue
 		}
-		n.Sets = buildSets(n.Name, n.Entries, b.z.TTL)
+		n.Sets = buildSets(n.Name, n.Entries, b.z.TTL, b.z.Cluster)
 	}
 	b.z.Serial = serial
 	z := b.z
@@ -109,31 +109,46 @@ func (b *Batch) Done(serial uint32) *Zone {
 	return z
 }
 
-// buildSets turns a name's entries into deduplicated RRsets.
-func buildSets(owner string, entries []Entry, defTTL uint32) []RRSet {
+// buildSets turns a name's entries into deduplicated RRsets. The local
+// cluster's entries go in first, so each set's local records lead it and a
+// record that a remote cluster also holds is deduplicated into the local
+// group, not the remote one.
+func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []RRSet {
 	fqdn := dns.Fqdn(owner)
 	var sets []RRSet
 	seen := map[string]bool{}
 	ttls := map[uint16]uint32{} // duplicates count for the TTL too
-	for _, e := range entries {
-		rr := newRR(fqdn, e, defTTL)
-		if rr == nil {
-			continue
+	for pass := range 2 {
+		local := pass == 0
+		if local && cluster == "" {
+			continue // no topology: one group, in key order
 		}
-		if t, ok := ttls[e.Type]; !ok || rr.Header().Ttl < t {
-			ttls[e.Type] = rr.Header().Ttl
+		for _, e := range entries {
+			if cluster != "" && (e.Value.Cluster == cluster) != local {
+				continue
+			}
+			rr := newRR(fqdn, e, defTTL)
+			if rr == nil {
+				continue
+			}
+			if t, ok := ttls[e.Type]; !ok || rr.Header().Ttl < t {
+				ttls[e.Type] = rr.Header().Ttl
+			}
+			id := dns.TypeToString[e.Type] + " " + strings.TrimPrefix(rr.String(), rr.Header().String())
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			i := slices.IndexFunc(sets, func(s RRSet) bool { return s.Type == e.Type })
+			if i < 0 {
+				sets = append(sets, RRSet{Type: e.Type})
+				i = len(sets) - 1
+			}
+			sets[i].RRs = append(sets[i].RRs, rr)
+			if local {
+				sets[i].Local++
+			}
 		}
-		id := dns.TypeToString[e.Type] + " " + strings.TrimPrefix(rr.String(), rr.Header().String())
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		i := slices.IndexFunc(sets, func(s RRSet) bool { return s.Type == e.Type })
-		if i < 0 {
-			sets = append(sets, RRSet{Type: e.Type})
-			i = len(sets) - 1
-		}
-		sets[i].RRs = append(sets[i].RRs, rr)
 	}
 	slices.SortFunc(sets, func(a, b RRSet) int { return cmp.Compare(a.Type, b.Type) })
 	for i := range sets {
@@ -141,9 +156,11 @@ func buildSets(owner string, entries []Entry, defTTL uint32) []RRSet {
 			spreadWeights(sets[i].RRs)
 		}
 		// A CNAME is alone at its name; two values claiming one (two
-		// writers disagreeing) must not make an invalid RRset.
+		// writers disagreeing) must not make an invalid RRset. The local
+		// cluster's claim wins.
 		if sets[i].Type == dns.TypeCNAME {
 			sets[i].RRs = sets[i].RRs[:1]
+			sets[i].Local = min(sets[i].Local, 1)
 		}
 		for _, rr := range sets[i].RRs {
 			rr.Header().Ttl = ttls[sets[i].Type]

@@ -75,6 +75,11 @@ type Config struct {
 	Name   string // canonical zone name
 	Prefix string // one-segment etcd prefix
 	TTL    uint32 // TTL of values that carry none
+	// Cluster is the id of the cluster dnsd serves: records whose value
+	// carries it lead every RRset, so a client that takes the first
+	// address reaches its own cluster's backends when there are any
+	// (spec 003). Empty: one group, in key order.
+	Cluster string
 }
 
 // shards bounds the cost of a change: a batch copies only the shards it
@@ -139,17 +144,22 @@ type Node struct {
 	below   int     // names strictly below this one that hold entries
 }
 
-// Set returns the records of type t, nil if there are none.
-func (n *Node) Set(t uint16) []dns.RR {
+// RRSet returns the RRset of type t, with no records if there is none.
+func (n *Node) RRSet(t uint16) RRSet {
 	if n == nil {
-		return nil
+		return RRSet{}
 	}
 	for i := range n.Sets {
 		if n.Sets[i].Type == t {
-			return n.Sets[i].RRs
+			return n.Sets[i]
 		}
 	}
-	return nil
+	return RRSet{}
+}
+
+// Set returns the records of type t, nil if there are none.
+func (n *Node) Set(t uint16) []dns.RR {
+	return n.RRSet(t).RRs
 }
 
 // Entry is one valid value and the type the typing rule gave it.
@@ -159,11 +169,15 @@ type Entry struct {
 	Type  uint16
 }
 
-// RRSet is the deduplicated records of one type at a name, in key order,
-// all with the smallest TTL among them (RFC 2181 section 5.2).
+// RRSet is the deduplicated records of one type at a name, all with the
+// smallest TTL among them (RFC 2181 section 5.2). The first Local records
+// are the local cluster's (Config.Cluster), in key order, then come the
+// other clusters' records, in key order. A record that the local cluster
+// and another both hold is local: it is one of ours to reach.
 type RRSet struct {
-	Type uint16
-	RRs  []dns.RR
+	Type  uint16
+	RRs   []dns.RR
+	Local int
 }
 
 // Owner returns the owner name a key stands for in zone z: the key minus
