@@ -11,7 +11,13 @@
 // everything else, and every first query, goes through miekg/dns and the
 // answer engine. TCP is served by miekg/dns.
 //
+// With forwarding on (ClusterFirst), a recursion-desired question outside
+// every zone from an allowed client goes to server/forward instead of being
+// refused; over UDP it waits on a goroutine of its own, bounded in number,
+// so a slow upstream never stalls a socket's reader.
+//
 // It owns sockets, metrics, timing and that cache, and nothing else:
-// answers come from server/answer, records from server/store. It must never
-// call etcd or block a query on anything but the socket it answers on.
+// answers come from server/answer, records from server/store, upstream
+// answers from server/forward. It must never call etcd, and nothing but a
+// forwarded question ever waits on anything but its socket.
 package server

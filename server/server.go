@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,8 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdns/etcdns/server/answer"
+	"github.com/etcdns/etcdns/server/forward"
 	"github.com/etcdns/etcdns/server/snap"
 )
+
+// maxForwarding bounds the UDP queries waiting on upstreams at once, each
+// on a goroutine of its own; beyond it a query gets SERVFAIL at once
+// rather than memory growing while upstreams are slow.
+const maxForwarding = 1024
 
 // Server answers DNS queries from the snapshot its source returns.
 type Server struct {
@@ -25,6 +33,10 @@ type Server struct {
 	log      *slog.Logger
 	rot      atomic.Uint32
 	cache    atomic.Pointer[respCache]
+
+	fwd        *forward.Forwarder // nil: questions outside the zones are REFUSED
+	slots      chan struct{}      // one per UDP query waiting on fwd
+	forwarding sync.WaitGroup     // those queries, for shutdown
 
 	queries *prometheus.CounterVec
 	latency prometheus.Histogram
@@ -50,22 +62,41 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 	return s
 }
 
-// respond builds the response to req from sn, packed into buf, within
-// size octets. whole is false when Fit had to cut it to size. A nil wire
-// means nothing must be sent.
-func (s *Server) respond(sn *snap.Snapshot, req *dns.Msg, size int, buf []byte) (wire []byte, m *dns.Msg, whole bool) {
-	m = answer.Answer(sn, req, &s.opts, s.rot.Add(1))
-	if m == nil {
-		return nil, nil, false
+// SetForwarder makes s forward to f the questions it would refuse as
+// outside its zones, when they are of class IN, have RD set and come from
+// a client f allows (the ClusterFirst policy). Without RD a question still
+// gets REFUSED: a client that does not ask for recursion gets none. Call
+// it before Serve.
+func (s *Server) SetForwarder(f *forward.Forwarder) {
+	s.fwd = f
+	s.slots = make(chan struct{}, maxForwarding)
+}
+
+// forwards reports whether m, the engine's answer to req from client, is
+// a refusal that forwarding replaces. Zone transfers and other classes
+// stay refused: they are questions about a server, not about a name.
+func (s *Server) forwards(sn *snap.Snapshot, req, m *dns.Msg, client netip.Addr) bool {
+	if s.fwd == nil || m.Rcode != dns.RcodeRefused || !req.RecursionDesired || sn == nil || len(req.Question) != 1 {
+		return false
 	}
+	q := req.Question[0]
+	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
+		return false
+	}
+	return sn.Zone(strings.ToLower(strings.TrimSuffix(q.Name, "."))) == nil && s.fwd.Allows(client)
+}
+
+// pack packs m into buf within size octets. whole is false when Fit had
+// to cut it to size. A nil wire means nothing must be sent.
+func (s *Server) pack(m *dns.Msg, size int, buf []byte) (wire []byte, _ *dns.Msg, whole bool) {
 	b, err := m.PackBuffer(buf)
 	if err == nil && len(b) <= size {
 		return b, m, true
 	}
 	answer.Fit(m, size)
 	if b, err = m.PackBuffer(buf); err != nil {
-		// Nothing the engine builds fails to pack; if it ever does, the
-		// client gets SERVFAIL, not silence.
+		// Nothing the engine builds fails to pack (an upstream's answer
+		// might); if it ever does, the client gets SERVFAIL, not silence.
 		s.log.Error("packing a response failed", "err", err, "question", m.Question)
 		m = &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
 		m.Rcode = dns.RcodeServerFailure
@@ -80,7 +111,24 @@ func (s *Server) respond(sn *snap.Snapshot, req *dns.Msg, size int, buf []byte) 
 func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	start := time.Now()
 	udp := w.RemoteAddr().Network() == "udp"
-	b, m, _ := s.respond(s.snapshot(), req, answer.Size(req, udp), nil)
+	sn := s.snapshot()
+	m := answer.Answer(sn, req, &s.opts, s.rot.Add(1))
+	if m == nil {
+		return
+	}
+	var client netip.Addr
+	switch a := w.RemoteAddr().(type) {
+	case *net.TCPAddr:
+		client = a.AddrPort().Addr()
+	case *net.UDPAddr:
+		client = a.AddrPort().Addr()
+	}
+	if s.forwards(sn, req, m, client) {
+		// Each TCP connection has its own goroutine: waiting here holds
+		// up that connection only.
+		m = s.fwd.Forward(context.Background(), req)
+	}
+	b, m, _ := s.pack(m, answer.Size(req, udp), nil)
 	if b == nil {
 		return
 	}
@@ -204,6 +252,7 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 		l.tcp.Close()
 	}
 	wg.Wait()
+	s.forwarding.Wait() // their answers go out on the sockets closed next
 	for _, pc := range l.udp {
 		pc.Close()
 	}

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -53,6 +55,9 @@ type udpWorker struct {
 	s       *Server
 	in, out []byte
 	key     []byte
+
+	pc   *net.UDPConn   // where forwarded answers are written later; nil: forward inline
+	from netip.AddrPort // the client of the datagram being handled
 }
 
 // handle returns the response to one datagram, or nil to stay silent.
@@ -95,13 +100,30 @@ func (w *udpWorker) handle(b []byte) []byte {
 	if !fast {
 		size = answer.Size(req, true)
 	}
-	out, m, whole := s.respond(sn, req, size, w.out[:0])
+	m := answer.Answer(sn, req, &s.opts, s.rot.Add(1))
+	if m == nil {
+		return nil
+	}
+	// A forwarded answer never enters the cache: it would outlive its
+	// TTL and reach clients the allow list turns away.
+	forwarded := s.forwards(sn, req, m, w.from.Addr())
+	if forwarded {
+		switch {
+		case w.pc == nil:
+			m = s.fwd.Forward(context.Background(), req)
+		case s.forwardUDP(w.pc, w.from, req, size, start):
+			return nil
+		default:
+			m.Rcode = dns.RcodeServerFailure // every slot taken: the client tries again or elsewhere
+		}
+	}
+	out, m, whole := s.pack(m, size, w.out[:0])
 	if out == nil {
 		return nil
 	}
 	w.out = out
 	counter := s.count(req, m, start)
-	if c != nil && whole && s.cacheable(m) {
+	if c != nil && whole && !forwarded && s.cacheable(m) {
 		c.mu.Lock()
 		if len(c.m) < cacheLimit {
 			c.m[string(w.key)] = &cached{wire: append([]byte(nil), out...), counter: counter}
@@ -111,8 +133,35 @@ func (w *udpWorker) handle(b []byte) []byte {
 	return out
 }
 
-// cacheable is false for answers that differ per query: rotated RRsets.
+// forwardUDP answers req from upstreams on a goroutine of its own, so a
+// slow upstream holds up the queries waiting on it and never the socket's
+// reader. It is false when maxForwarding queries wait already.
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, size int, start time.Time) bool {
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		return false
+	}
+	s.forwarding.Add(1)
+	go func() {
+		defer s.forwarding.Done()
+		defer func() { <-s.slots }()
+		b, m, _ := s.pack(s.fwd.Forward(context.Background(), req), size, nil)
+		if b != nil {
+			_, _ = pc.WriteToUDPAddrPort(b, to)
+			s.count(req, m, start)
+		}
+	}()
+	return true
+}
+
+// cacheable is false for answers that differ per query: rotated RRsets,
+// and refusals once forwarding is on, which depend on the client and RD,
+// neither of them in the cache key.
 func (s *Server) cacheable(m *dns.Msg) bool {
+	if s.fwd != nil && m.Rcode == dns.RcodeRefused {
+		return false
+	}
 	if !s.opts.Rotate {
 		return true
 	}
@@ -129,7 +178,7 @@ func (s *Server) cacheable(m *dns.Msg) bool {
 // the past, then returns; the socket stays open for the caller to close,
 // so the answer being written when shutdown starts still goes out.
 func (s *Server) serveUDP(pc *net.UDPConn) error {
-	w := &udpWorker{s: s, in: make([]byte, 4096), out: make([]byte, 0, 4096)}
+	w := &udpWorker{s: s, in: make([]byte, 4096), out: make([]byte, 0, 4096), pc: pc}
 	for {
 		n, addr, err := pc.ReadFromUDPAddrPort(w.in)
 		if err != nil {
@@ -143,6 +192,7 @@ func (s *Server) serveUDP(pc *net.UDPConn) error {
 			s.log.Warn("reading a UDP query failed", "err", err)
 			continue
 		}
+		w.from = addr
 		if out := w.handle(w.in[:n]); out != nil {
 			_, _ = pc.WriteToUDPAddrPort(out, addr)
 		}

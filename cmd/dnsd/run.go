@@ -20,6 +20,7 @@ import (
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/server"
 	"github.com/etcdns/etcdns/server/answer"
+	"github.com/etcdns/etcdns/server/forward"
 	"github.com/etcdns/etcdns/server/snap"
 	"github.com/etcdns/etcdns/server/store"
 )
@@ -36,7 +37,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	zones := make([]snap.Config, len(parsed))
 	for i, z := range parsed {
-		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL}
+		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL, Cluster: cfg.Cluster.ID}
 	}
 	cli, err := etcdclient.Dial(ctx, cfg.Etcd, log)
 	if err != nil {
@@ -55,6 +56,15 @@ func run(ctx context.Context, cfg *config.Config) error {
 			Refresh: d.SOARefresh, Retry: d.SOARetry, Expire: d.SOAExpire, Minimum: d.SOAMinimum,
 		},
 	}, reg, log)
+	if d.Forward {
+		f, err := forwarder(d, reg, log)
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			srv.SetForwarder(f)
+		}
+	}
 
 	l, err := server.Listen(d.Listen)
 	if err != nil {
@@ -69,7 +79,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); errs <- st.Run(ctx) }()
 	go func() { defer wg.Done(); errs <- srv.Serve(ctx, l) }()
-	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods)
+	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods, "cluster", cfg.Cluster.ID)
 
 	var ops *http.Server
 	if d.MetricsListen != "" {
@@ -112,4 +122,37 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	wg.Wait()
 	return runErr
+}
+
+const resolvConf = "/etc/resolv.conf"
+
+// forwarder builds the ClusterFirst forwarder, or nil when there is no
+// upstream to forward to: then dnsd stays authoritative-only, as with
+// dnsd.forward false, and says so in its log.
+func forwarder(d config.Dnsd, reg prometheus.Registerer, log *slog.Logger) (*forward.Forwarder, error) {
+	ups, err := d.ParsedUpstreams()
+	if err != nil {
+		return nil, err
+	}
+	key := "dnsd.upstreams"
+	if len(ups) == 0 {
+		key += " (from " + resolvConf + ")"
+		if ups, err = forward.ResolvConf(resolvConf); err != nil || len(ups) == 0 {
+			log.Warn("forwarding off: dnsd.upstreams is empty and "+resolvConf+" lists no nameserver", "err", err)
+			return nil, nil
+		}
+	}
+	allow, err := d.ParsedForwardAllow()
+	if err != nil {
+		return nil, err
+	}
+	f, err := forward.New(forward.Config{
+		Upstreams: ups, Timeout: d.ForwardTimeout, CacheSize: d.ForwardCache, MaxTTL: d.ForwardMaxTTL,
+		Allow: allow, Listen: d.Listen,
+	}, reg)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	log.Info("forwarding questions outside the zones", key, ups, "allow", d.ForwardAllow)
+	return f, nil
 }

@@ -1,0 +1,253 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdns/etcdns/server/answer"
+)
+
+// Config is what a Forwarder is built with.
+type Config struct {
+	Upstreams []netip.AddrPort // asked in this order
+	Timeout   time.Duration    // of one exchange with one upstream
+	CacheSize int              // entries; 0: no cache
+	MaxTTL    uint32           // seconds an answer may stay cached
+	Allow     []netip.Prefix   // clients that may use forwarding
+	Listen    string           // dnsd's own DNS address, which no upstream may be
+}
+
+// Forwarder asks upstream resolvers on behalf of clients. It is safe for
+// concurrent use.
+type Forwarder struct {
+	upstreams []string
+	allow     []netip.Prefix
+	udp, tcp  *dns.Client
+	cache     *cache // nil: off
+	now       func() time.Time
+
+	results      *prometheus.CounterVec
+	hits, misses prometheus.Counter
+}
+
+// New checks c and registers the forwarder's metrics on reg. An upstream
+// that is dnsd itself is an error: every query to it would come back to
+// be forwarded again.
+func New(c Config, reg prometheus.Registerer) (*Forwarder, error) {
+	if len(c.Upstreams) == 0 {
+		return nil, errors.New("no upstream")
+	}
+	if c.Timeout <= 0 {
+		return nil, errors.New("timeout must be positive")
+	}
+	self, err := isSelf(c.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen address %q: %w", c.Listen, err)
+	}
+	f := &Forwarder{
+		allow: c.Allow,
+		udp:   &dns.Client{Net: "udp", Timeout: c.Timeout},
+		tcp:   &dns.Client{Net: "tcp", Timeout: c.Timeout},
+		now:   time.Now,
+		results: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_forward_queries_total",
+			Help: "Questions forwarded to upstreams, by outcome: ok (an upstream answered), else how the last upstream tried failed (servfail, timeout, error).",
+		}, []string{"result"}),
+		hits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_forward_cache_hits_total", Help: "Forwarded questions answered from the forwarding cache.",
+		}),
+		misses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_forward_cache_misses_total", Help: "Forwarded questions the forwarding cache could not answer.",
+		}),
+	}
+	for _, u := range c.Upstreams {
+		if self(u) {
+			return nil, fmt.Errorf("upstream %s is dnsd's own address %s: forwarding to it would loop", u, c.Listen)
+		}
+		f.upstreams = append(f.upstreams, u.String())
+	}
+	if c.CacheSize > 0 {
+		f.cache = &cache{size: c.CacheSize, maxTTL: c.MaxTTL, m: make(map[key]entry)}
+	}
+	for _, r := range []string{"ok", "servfail", "timeout", "error"} {
+		f.results.WithLabelValues(r) // exported at 0, so alerts see a series from the start
+	}
+	reg.MustRegister(f.results, f.hits, f.misses)
+	return f, nil
+}
+
+// Allows reports whether client may have its questions forwarded: without
+// this check dnsd would be an open resolver, usable for amplification.
+func (f *Forwarder) Allows(client netip.Addr) bool {
+	client = client.Unmap().WithZone("")
+	for _, p := range f.allow {
+		if p.Contains(client) {
+			return true
+		}
+	}
+	return false
+}
+
+// Forward returns the answer to req, a query with one question, from the
+// cache or the first upstream that gives one, or SERVFAIL when none does.
+// The answer carries req's id, RD and CD bits and question as spelled.
+func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
+	q := req.Question[0]
+	opt := req.IsEdns0()
+	k := key{name: strings.ToLower(q.Name), qtype: q.Qtype, qclass: q.Qclass, do: opt != nil && opt.Do(), cd: req.CheckingDisabled}
+	if f.cache != nil {
+		if m := f.cache.get(k, f.now()); m != nil {
+			f.hits.Inc()
+			return reply(req, m)
+		}
+		f.misses.Inc()
+	}
+
+	// A fresh id per query, and only what the client asked: its EDNS
+	// options (cookies, client subnet) are for dnsd, not for upstreams.
+	up := new(dns.Msg)
+	up.Id = dns.Id()
+	up.RecursionDesired = req.RecursionDesired
+	up.CheckingDisabled = req.CheckingDisabled
+	up.Question = []dns.Question{q}
+	up.SetEdns0(answer.EDNSSize, k.do)
+
+	result := "error"
+	for _, u := range f.upstreams {
+		if ctx.Err() != nil {
+			break
+		}
+		m, err := f.exchange(ctx, up, u)
+		switch {
+		case err != nil:
+			result = "error"
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
+				result = "timeout"
+			}
+			continue
+		case m.Rcode == dns.RcodeServerFailure:
+			result = "servfail"
+			continue
+		}
+		f.results.WithLabelValues("ok").Inc()
+		if f.cache != nil {
+			f.cache.put(k, m, f.now())
+		}
+		return reply(req, m)
+	}
+	f.results.WithLabelValues(result).Inc()
+	m := new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
+	m.RecursionAvailable = true
+	return reply(req, m)
+}
+
+// exchange asks one upstream, over TCP again when the UDP answer is
+// truncated: only the whole answer can be cached or given to a client
+// that asked over TCP, and dnsd truncates for UDP clients itself.
+func (f *Forwarder) exchange(ctx context.Context, m *dns.Msg, upstream string) (*dns.Msg, error) {
+	r, _, err := f.udp.ExchangeContext(ctx, m, upstream)
+	if err == nil && r.Truncated {
+		r, _, err = f.tcp.ExchangeContext(ctx, m, upstream)
+	}
+	if err != nil {
+		return nil, err
+	}
+	q := m.Question[0]
+	if len(r.Question) != 1 || !strings.EqualFold(r.Question[0].Name, q.Name) || r.Question[0].Qtype != q.Qtype || r.Question[0].Qclass != q.Qclass {
+		return nil, fmt.Errorf("%s answered another question: %v", upstream, r.Question)
+	}
+	return r, nil
+}
+
+// reply turns m, an upstream's answer that nothing else holds, into the
+// answer to req.
+func reply(req, m *dns.Msg) *dns.Msg {
+	q := req.Question[0]
+	m.Id = req.Id
+	m.RecursionDesired = req.RecursionDesired
+	m.CheckingDisabled = req.CheckingDisabled
+	m.Question = []dns.Question{q}
+	// A 0x20 client checks that its spelling comes back; a cached answer
+	// holds the spelling of whoever asked first.
+	for _, rr := range m.Answer {
+		if h := rr.Header(); strings.EqualFold(h.Name, q.Name) {
+			h.Name = q.Name
+		}
+	}
+	m.Extra = slices.DeleteFunc(m.Extra, func(rr dns.RR) bool { return rr.Header().Rrtype == dns.TypeOPT })
+	if opt := req.IsEdns0(); opt != nil {
+		m.SetEdns0(answer.EDNSSize, opt.Do())
+	}
+	m.Compress = true
+	return m
+}
+
+// ResolvConf returns the nameservers a resolv.conf file lists, on port 53:
+// the resolvers the host itself uses.
+func ResolvConf(path string) ([]netip.AddrPort, error) {
+	c, err := dns.ClientConfigFromFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.AddrPort
+	for _, s := range c.Servers {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: nameserver %q: %w", path, s, err)
+		}
+		out = append(out, netip.AddrPortFrom(a, 53))
+	}
+	return out, nil
+}
+
+// isSelf returns a test for upstreams that are dnsd listening on listen.
+// A wildcard listen address answers on every local address.
+func isSelf(listen string) (func(netip.AddrPort) bool, error) {
+	host, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, err
+	}
+	port, err := net.LookupPort("udp", p)
+	if err != nil {
+		return nil, err
+	}
+	var ips []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{a}
+	} else if host == "" {
+		ips = []netip.Addr{netip.IPv6Unspecified()}
+	} else if ips, err = net.DefaultResolver.LookupNetIP(context.Background(), "ip", host); err != nil {
+		return nil, err
+	}
+	for i, a := range ips {
+		ips[i] = a.Unmap().WithZone("")
+		if a.IsUnspecified() {
+			addrs, err := net.InterfaceAddrs()
+			if err != nil {
+				return nil, err
+			}
+			for _, ia := range addrs {
+				if n, ok := ia.(*net.IPNet); ok {
+					if a, ok := netip.AddrFromSlice(n.IP); ok {
+						ips = append(ips, a.Unmap())
+					}
+				}
+			}
+		}
+	}
+	wildcard := slices.ContainsFunc(ips, netip.Addr.IsUnspecified)
+	return func(u netip.AddrPort) bool {
+		a := u.Addr().Unmap().WithZone("")
+		return int(u.Port()) == port && (slices.Contains(ips, a) || wildcard && (a.IsLoopback() || a.IsUnspecified()))
+	}, nil
+}
