@@ -14,6 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
@@ -198,4 +202,87 @@ func TestFilesSourceKeepsLastGoodState(t *testing.T) {
 	if _, ok := f.Service("apps", "web"); !ok {
 		t.Fatal("a broken file dropped the last good state")
 	}
+}
+
+func TestKubeIdentity(t *testing.T) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-system", UID: "721ab723-13bc-11e5-aec2-42010af0021e"}}
+	prop := func(name, value string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "about.k8s.io/v1alpha1", "kind": "ClusterProperty",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"value": value}}}
+	}
+	scheme := runtime.NewScheme()
+	gvrs := map[schema.GroupVersionResource]string{ClusterPropertyResource: "ClusterPropertyList"}
+	for _, c := range []struct {
+		name  string
+		props []runtime.Object
+		want  string
+		from  string
+	}{
+		{"no properties", nil, "721ab723-13bc-11e5-aec2-42010af0021e", "kube-system namespace uid"},
+		{"seed name", []runtime.Object{prop("id.k8s.io", "west")}, "west", "ClusterProperty id.k8s.io"},
+		{"KEP-2149 name wins", []runtime.Object{prop("id.k8s.io", "west"), prop("cluster.clusterset.k8s.io", "east")}, "east", "ClusterProperty cluster.clusterset.k8s.io"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, gvrs, c.props...)
+			k := NewKube(fake.NewClientset(ns), nil, "", false).WithProperties(dyn)
+			id, err := k.Identity(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, from, err := ClusterID("", id)
+			if err != nil || got != c.want || from != c.from {
+				t.Errorf("ClusterID = %q from %q, %v; want %q from %q", got, from, err, c.want, c.from)
+			}
+		})
+	}
+}
+
+func TestFilesExports(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.yaml", `apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceExport
+metadata: {name: api, namespace: apps}
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata: {name: api, namespace: apps}
+spec: {type: ClusterSetIP, ips: [10.112.0.1], ports: [{port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: api, namespace: apps}
+spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}
+`)
+	f := NewFiles(dir, false, nil)
+	f.Interval = 10 * time.Millisecond
+	var r recorder
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := f.Start(ctx, r.notify); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"service/apps/api", "serviceexport/apps/api"}; !reflect.DeepEqual(f.Units(), want) {
+		t.Errorf("units = %v, want %v", f.Units(), want)
+	}
+	if imp, ok := f.Import("apps", "api"); !ok || !f.Exported("apps", "api") || imp.Spec.IPs[0] != "10.112.0.1" {
+		t.Errorf("export/import not read: %v %v", ok, imp)
+	}
+	// A new ClusterSetIP touches the export unit.
+	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "10.112.0.1", "10.112.0.2", 1))
+	wait(t, "export unit notified", func() bool { return r.has("serviceexport/apps/api") })
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
