@@ -41,6 +41,9 @@ func newMember(t *testing.T, cli *clientv3.Client, id string) *member {
 	}
 	kc := fake.NewClientset(headless("test", "db"), slice("test", "db", "db-"+id, map[string]string{"east": "10.1.0.1", "west": "10.2.0.1"}[id]),
 		clusterIP("test", "api", map[string]string{"east": "10.96.0.10", "west": "10.96.0.10"}[id]))
+	// The fake API serves the MCS group, as one with the CRDs installed.
+	kc.Resources = []*metav1.APIResourceList{{GroupVersion: mcsv1alpha1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "serviceexports"}, {Name: "serviceimports"}}}}
 	mc := mcsfake.NewSimpleClientset()
 	src := source.NewKube(kc, nil, "", false).WithMulticluster(mc)
 	z := Zones{Cluster: b, Clusterset: &cs}

@@ -112,16 +112,16 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	start := time.Now()
 	udp := w.RemoteAddr().Network() == "udp"
 	sn := s.snapshot()
-	m := answer.Answer(sn, req, &s.opts, s.rot.Add(1))
-	if m == nil {
-		return
-	}
 	var client netip.Addr
 	switch a := w.RemoteAddr().(type) {
 	case *net.TCPAddr:
-		client = a.AddrPort().Addr()
+		client = a.AddrPort().Addr().Unmap()
 	case *net.UDPAddr:
-		client = a.AddrPort().Addr()
+		client = a.AddrPort().Addr().Unmap()
+	}
+	m, _ := answer.AnswerFrom(sn, req, &s.opts, s.rot.Add(1), answer.Client{Addr: client})
+	if m == nil {
+		return
 	}
 	if s.forwards(sn, req, m, client) {
 		// Each TCP connection has its own goroutine: waiting here holds

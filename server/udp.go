@@ -100,7 +100,7 @@ func (w *udpWorker) handle(b []byte) []byte {
 	if !fast {
 		size = answer.Size(req, true)
 	}
-	m := answer.Answer(sn, req, &s.opts, s.rot.Add(1))
+	m, personal := answer.AnswerFrom(sn, req, &s.opts, s.rot.Add(1), answer.Client{Addr: w.from.Addr().Unmap()})
 	if m == nil {
 		return nil
 	}
@@ -123,7 +123,7 @@ func (w *udpWorker) handle(b []byte) []byte {
 	}
 	w.out = out
 	counter := s.count(req, m, start)
-	if c != nil && whole && !forwarded && s.cacheable(m) {
+	if c != nil && whole && !forwarded && !personal && s.cacheable(m) {
 		c.mu.Lock()
 		if len(c.m) < cacheLimit {
 			c.m[string(w.key)] = &cached{wire: append([]byte(nil), out...), counter: counter}

@@ -22,6 +22,13 @@ type query struct {
 // '_' without compression, and at most an OPT record of version 0 after it,
 // nothing more. Anything else (including 0x20 mixed case) reports false and
 // takes the full path through miekg/dns, which judges it exactly.
+// The EDNS(0) option codes of local and experimental use (RFC 6891 9),
+// where dnsd's own options live.
+const (
+	localOptionMin = 65001
+	localOptionMax = 65534
+)
+
 func parseQuery(b []byte) (query, bool) {
 	var q query
 	if len(b) < 12 || b[2]&0xf8 != 0 { // QR and opcode QUERY
@@ -60,14 +67,22 @@ func parseQuery(b []byte) (query, bool) {
 	q.size = dns.MinMsgSize
 	if ar == 1 {
 		// Root owner, type OPT, class = UDP size, TTL = ext-rcode,
-		// version, flags; then options, which are ignored.
+		// version, flags; then options, ignored (a cookie does not shape
+		// the answer) except those of the local range, where the search
+		// path and the source cluster travel: those answers are personal.
 		if off+11 > len(b) || b[off] != 0 || be16(b[off+1:]) != dns.TypeOPT || b[off+5] != 0 || b[off+6] != 0 {
 			return q, false
 		}
 		q.edns = true
 		q.do = b[off+7]&0x80 != 0
 		q.size = answer.UDPSize(be16(b[off+3:]))
-		off += 11 + int(be16(b[off+9:]))
+		end := off + 11 + int(be16(b[off+9:]))
+		for o := off + 11; o+4 <= end && end <= len(b); o += 4 + int(be16(b[o+2:])) {
+			if code := be16(b[o:]); code >= localOptionMin && code <= localOptionMax {
+				return q, false
+			}
+		}
+		off = end
 	}
 	if off != len(b) {
 		return q, false

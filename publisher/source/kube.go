@@ -135,6 +135,12 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 }
 
 func (k *Kube) startMulticluster(ctx context.Context, ns string, notify Notify) ([]cache.InformerSynced, error) {
+	// Without the CRDs the informers would retry their lists forever and
+	// the publisher would never become ready: say what is missing instead.
+	gv := mcsv1alpha1.SchemeGroupVersion.String()
+	if _, err := k.client.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
+		return nil, fmt.Errorf("publisher.clusterset is on, but the API server does not serve %s (install the MCS API CRDs: ServiceExport, ServiceImport): %w", gv, err)
+	}
 	f := mcsinformers.NewSharedInformerFactoryWithOptions(k.mcs, k.resync, mcsinformers.WithNamespace(ns))
 	exp := f.Multicluster().V1alpha1().ServiceExports().Informer()
 	imp := f.Multicluster().V1alpha1().ServiceImports().Informer()

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 )
 
 type recorder struct {
@@ -285,4 +286,12 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+func TestKubeMulticlusterWithoutCRDs(t *testing.T) {
+	k := NewKube(fake.NewClientset(), nil, "", false).WithMulticluster(mcsfake.NewSimpleClientset())
+	err := k.Start(context.Background(), func(string, time.Time) {})
+	if err == nil || !strings.Contains(err.Error(), "install the MCS API CRDs") {
+		t.Errorf("Start without the MCS CRDs: %v", err)
+	}
 }

@@ -1,6 +1,7 @@
 package answer
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -45,10 +46,25 @@ const maxChase = 8
 // loaded yet. rot is a per-query counter used to
 // rotate multi-record answers when o.Rotate is set.
 func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
+	m, _ := AnswerFrom(s, req, o, rot, Client{})
+	return m
+}
+
+// Client is what the server knows of who asked: answers that depend on it
+// (a search path found from the client's address, federation answers for
+// the asking cluster) cannot be shared between clients.
+type Client struct {
+	Addr netip.Addr // the zero Addr when unknown
+}
+
+// AnswerFrom is Answer for a known client. personal is true when the
+// response depends on the client (its address or its EDNS(0) options), so
+// the server must not serve it to anyone else from a cache.
+func AnswerFrom(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client) (m *dns.Msg, personal bool) {
 	if req.Response {
-		return nil
+		return nil, false
 	}
-	m := new(dns.Msg)
+	m = new(dns.Msg)
 	m.Id = req.Id
 	m.Response = true
 	m.Opcode = req.Opcode
@@ -61,7 +77,7 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 
 	if req.Opcode != dns.OpcodeQuery {
 		m.Rcode = dns.RcodeNotImplemented
-		return m
+		return m, false
 	}
 	opt, opts := (*dns.OPT)(nil), 0
 	for _, rr := range req.Extra {
@@ -72,7 +88,7 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 	}
 	if len(req.Question) != 1 || opts > 1 || opt != nil && opt.Hdr.Name != "." {
 		m.Rcode = dns.RcodeFormatError
-		return m
+		return m, false
 	}
 	if opt != nil {
 		r := new(dns.OPT)
@@ -82,7 +98,7 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 		m.Extra = []dns.RR{r}
 		if opt.Version() != 0 {
 			m.Rcode = dns.RcodeBadVers
-			return m
+			return m, false
 		}
 	}
 
@@ -90,27 +106,27 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 		// Nothing loaded yet: SERVFAIL makes resolvers try another server
 		// or again later, where REFUSED would say the zone is not ours.
 		m.Rcode = dns.RcodeServerFailure
-		return m
+		return m, false
 	}
 	q := req.Question[0]
 	switch q.Qtype {
 	case dns.TypeOPT, dns.TypeTSIG, dns.TypeTKEY:
 		m.Rcode = dns.RcodeFormatError // meta types are never questions
-		return m
+		return m, false
 	}
 	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
 	z := s.Zone(name)
 	if z == nil || q.Qclass != dns.ClassINET {
 		m.Rcode = dns.RcodeRefused // not ours: no recursion, no other classes
-		return m
+		return m, false
 	}
 	switch q.Qtype {
 	case dns.TypeAXFR, dns.TypeIXFR:
 		m.Rcode = dns.RcodeRefused // zone transfers are not offered
-		return m
+		return m, false
 	}
 	m.Authoritative = true
-	r := resolver{s: s, z: z, o: o, rot: rot}
+	r := resolver{s: s, z: z, o: o, rot: rot, client: c}
 	r.resolve(name, dns.Fqdn(q.Name), q.Qtype)
 	m.Rcode = r.rcode
 	m.Answer = r.answer
@@ -118,14 +134,17 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 	if r.negative {
 		m.Ns = []dns.RR{r.soa(min(o.SOA.TTL, o.SOA.Minimum))}
 	}
-	return m
+	return m, r.personal
 }
 
 type resolver struct {
-	s   *snap.Snapshot
-	z   *snap.Zone
-	o   *Options
-	rot uint32
+	s      *snap.Snapshot
+	z      *snap.Zone
+	o      *Options
+	rot    uint32
+	client Client
+
+	personal bool // the answer depends on client: never cached for others
 
 	rcode    int
 	answer   []dns.RR
