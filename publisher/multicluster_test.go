@@ -89,19 +89,6 @@ func names(t *testing.T, cli *clientv3.Client, prefix string) []string {
 	return out
 }
 
-func dumpPrefix(t *testing.T, cli *clientv3.Client, prefix string) map[string]string {
-	t.Helper()
-	r, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, kv := range r.Kvs {
-		out[string(kv.Key)] = string(kv.Value)
-	}
-	return out
-}
-
 func waitNames(t *testing.T, cli *clientv3.Client, prefix string, want []string) {
 	t.Helper()
 	want = slices.Sorted(slices.Values(want))

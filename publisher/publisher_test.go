@@ -136,7 +136,12 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 func dump(t testing.TB, cli *clientv3.Client) map[string]string {
 	t.Helper()
-	r, err := cli.Get(context.Background(), "/skydns/", clientv3.WithPrefix())
+	return dumpPrefix(t, cli, "/skydns/")
+}
+
+func dumpPrefix(t testing.TB, cli *clientv3.Client, prefix string) map[string]string {
+	t.Helper()
+	r, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
