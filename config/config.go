@@ -45,9 +45,10 @@ type Embedded struct {
 }
 
 type Cluster struct {
-	ID     string  `mapstructure:"id"`
-	Domain string  `mapstructure:"domain"`
-	Pods   PodMode `mapstructure:"pods"`
+	ID               string  `mapstructure:"id"`
+	Domain           string  `mapstructure:"domain"`
+	Pods             PodMode `mapstructure:"pods"`
+	FederationDomain string  `mapstructure:"federation-domain"`
 }
 
 // PodMode says where a-b-c-d.<ns>.pod.<zone> answers come from.
@@ -68,6 +69,8 @@ type Publisher struct {
 	ReversePrefix    string        `mapstructure:"reverse-prefix"`
 	Clusterset       bool          `mapstructure:"clusterset"`
 	ClustersetPrefix string        `mapstructure:"clusterset-prefix"`
+	Federation       string        `mapstructure:"federation"`
+	FederationPrefix string        `mapstructure:"federation-prefix"`
 	TTL              uint32        `mapstructure:"ttl"`
 	DryRun           bool          `mapstructure:"dry-run"`
 	MetricsListen    string        `mapstructure:"metrics-listen"`
@@ -75,6 +78,11 @@ type Publisher struct {
 	LeaseTTL         time.Duration `mapstructure:"lease-ttl"`
 	MaxTxnOps        int           `mapstructure:"max-txn-ops"`
 	MaxTxnBytes      int           `mapstructure:"max-txn-bytes"`
+
+	StubAPIListen       string `mapstructure:"stub-api-listen"`
+	StubAPICertFile     string `mapstructure:"stub-api-cert-file"`
+	StubAPIKeyFile      string `mapstructure:"stub-api-key-file"`
+	StubAPIClientCAFile string `mapstructure:"stub-api-client-ca-file"`
 }
 
 type Dnsd struct {
@@ -91,12 +99,20 @@ type Dnsd struct {
 	SOAMinimum    uint32   `mapstructure:"soa-minimum"`
 	MetricsListen string   `mapstructure:"metrics-listen"`
 
+	SourceClusterOption uint16   `mapstructure:"source-cluster-option"`
+	InternalClients     []string `mapstructure:"internal-clients"`
+
 	Forward        bool          `mapstructure:"forward"`
 	Upstreams      []string      `mapstructure:"upstreams"`
 	ForwardTimeout time.Duration `mapstructure:"forward-timeout"`
 	ForwardCache   int           `mapstructure:"forward-cache"`
 	ForwardMaxTTL  uint32        `mapstructure:"forward-max-ttl"`
 	ForwardAllow   []string      `mapstructure:"forward-allow"`
+
+	AutopathSuffix     bool   `mapstructure:"autopath-suffix"`
+	AutopathOption     bool   `mapstructure:"autopath-option"`
+	AutopathOptionCode uint16 `mapstructure:"autopath-option-code"`
+	AutopathClient     bool   `mapstructure:"autopath-client"`
 }
 
 // ParsedUpstreams reads dnsd.upstreams: IP addresses, with a port or on
@@ -133,6 +149,26 @@ func (d Dnsd) ParsedForwardAllow() ([]netip.Prefix, error) {
 	}
 	return out, nil
 }
+
+// ParsedInternalClients reads dnsd.internal-clients: CIDR prefixes.
+func (d Dnsd) ParsedInternalClients() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, c := range d.InternalClients {
+		p, err := netip.ParsePrefix(strings.TrimSpace(c))
+		if err != nil {
+			return nil, fmt.Errorf("dnsd.internal-clients: %q is not a CIDR prefix", c)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Local-use EDNS(0) option codes (RFC 6891 section 9): a code outside the
+// range could be one a future standard gives another meaning.
+const (
+	LocalOptionMin = 65001
+	LocalOptionMax = 65534
+)
 
 // Zone is one served zone and the etcd prefix its records are under.
 type Zone struct {
@@ -310,6 +346,20 @@ func (c *Config) Validate(sections ...string) error {
 		default:
 			bad("cluster.pods", "%q: want insecure, verified or disabled", c.Cluster.Pods)
 		}
+		if fd := c.Cluster.FederationDomain; fd != "" {
+			n, err := keys.CanonicalName(fd)
+			if err != nil {
+				bad("cluster.federation-domain", "%v", err)
+			}
+			// Nested zones would share the publisher's etcd ranges and
+			// make federated names look like cluster names.
+			cd, _ := keys.CanonicalName(c.Cluster.Domain)
+			for _, z := range []string{cd, "clusterset.local"} {
+				if err == nil && z != "" && (keys.IsSubdomain(n, z) || keys.IsSubdomain(z, n)) {
+					bad("cluster.federation-domain", "%q overlaps %s; pick a zone of its own", fd, z)
+				}
+			}
+		}
 	}
 	if uses("publisher") {
 		p := c.Publisher
@@ -325,7 +375,33 @@ func (c *Config) Validate(sections ...string) error {
 		if err := keys.CheckPrefix(p.ClustersetPrefix); err != nil {
 			bad("publisher.clusterset-prefix", "%v", err)
 		}
+		if p.Federation != "" && !keys.IsLabel(p.Federation) {
+			bad("publisher.federation", "%q is not a lowercase DNS label", p.Federation)
+		}
+		if p.Federation != "" && c.Cluster.FederationDomain == "" {
+			bad("publisher.federation", "%q needs cluster.federation-domain", p.Federation)
+		}
+		if err := keys.CheckPrefix(p.FederationPrefix); err != nil {
+			bad("publisher.federation-prefix", "%v", err)
+		}
 		checkListen(bad, "publisher.metrics-listen", p.MetricsListen)
+		if p.StubAPIListen != "" {
+			checkListen(bad, "publisher.stub-api-listen", p.StubAPIListen)
+			// No TLS, or TLS without client certificates, would let anyone
+			// who reaches the port point a cluster's names anywhere.
+			for _, f := range []struct{ key, file string }{
+				{"publisher.stub-api-cert-file", p.StubAPICertFile},
+				{"publisher.stub-api-key-file", p.StubAPIKeyFile},
+				{"publisher.stub-api-client-ca-file", p.StubAPIClientCAFile},
+			} {
+				if f.file == "" {
+					bad(f.key, "required with publisher.stub-api-listen")
+				}
+			}
+			if c.Cluster.FederationDomain == "" {
+				bad("publisher.stub-api-listen", "needs cluster.federation-domain: stub domains are <name>.svc.<cluster.federation-domain>")
+			}
+		}
 		if p.LeaseTTL < 2*time.Second {
 			bad("publisher.lease-ttl", "%s: at least 2s", p.LeaseTTL)
 		}
@@ -359,6 +435,13 @@ func (c *Config) Validate(sections ...string) error {
 		if d.ForwardCache < 0 {
 			bad("dnsd.forward-cache", "%d: at least 0", d.ForwardCache)
 		}
+		if d.SourceClusterOption < LocalOptionMin || d.SourceClusterOption > LocalOptionMax {
+			bad("dnsd.source-cluster-option", "%d: want a local-use code, %d-%d", d.SourceClusterOption, LocalOptionMin, LocalOptionMax)
+		}
+		if _, err := d.ParsedInternalClients(); err != nil {
+			errs = append(errs, err)
+		}
+		checkAutopath(bad, d)
 		if allow, err := d.ParsedForwardAllow(); err != nil {
 			errs = append(errs, err)
 		} else if d.Forward && len(allow) == 0 {
@@ -366,6 +449,28 @@ func (c *Config) Validate(sections ...string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// apZone is the autopath pseudo-zone (server/answer.ApZone).
+const apZone = "ap.k8s.io"
+
+func checkAutopath(bad func(string, string, ...any), d Dnsd) {
+	if c := d.AutopathOptionCode; c < LocalOptionMin || c > LocalOptionMax {
+		bad("dnsd.autopath-option-code", "%d: want a local-use code, %d-%d", c, LocalOptionMin, LocalOptionMax)
+	}
+	if d.AutopathOption && d.AutopathOptionCode == d.SourceClusterOption {
+		bad("dnsd.autopath-option-code", "%d is dnsd.source-cluster-option too", d.AutopathOptionCode)
+	}
+	if !d.AutopathSuffix {
+		return
+	}
+	zones, _ := d.ParsedZones()
+	for _, z := range zones {
+		// The pseudo-zone would hide the zone's names, or the zone its own.
+		if keys.IsSubdomain(z.Name, apZone) || keys.IsSubdomain(apZone, z.Name) {
+			bad("dnsd.autopath-suffix", "dnsd.zones serves %s, which overlaps %s", z.Name, apZone)
+		}
+	}
 }
 
 func checkListen(bad func(string, string, ...any), key, addr string) {

@@ -62,6 +62,29 @@ func TestForwardSettings(t *testing.T) {
 	}
 }
 
+// Federation is off in the publisher until it is given a federation name;
+// dnsd answers a zone as the federation zone only once dnsd.zones lists it.
+func TestFederationSettings(t *testing.T) {
+	c, err := load(t, nil, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside, err := c.Dnsd.ParsedInternalClients()
+	if c.Publisher.Federation != "" || c.Publisher.FederationPrefix != "/skydns" || c.Cluster.FederationDomain != "federation" ||
+		c.Dnsd.SourceClusterOption != 65002 || err != nil || len(inside) != 6 || inside[0].String() != "127.0.0.0/8" {
+		t.Errorf("federation defaults: publisher %+v, domain %q, option %d, inside %v, %v",
+			c.Publisher, c.Cluster.FederationDomain, c.Dnsd.SourceClusterOption, inside, err)
+	}
+	c, err = load(t, []string{"--publisher.federation", "myfederation", "--dnsd.source-cluster-option", "65100",
+		"--dnsd.internal-clients", "10.244.0.0/16", "--cluster.federation-domain", "Federation.Example.com."}, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inside, _ := c.Dnsd.ParsedInternalClients(); c.Publisher.Federation != "myfederation" || c.Dnsd.SourceClusterOption != 65100 || len(inside) != 1 {
+		t.Errorf("federation settings not read: %+v, option %d, inside %v", c.Publisher, c.Dnsd.SourceClusterOption, inside)
+	}
+}
+
 // Every leaf of config.yaml has a field, every field a leaf with a comment:
 // the file is the documentation, so nothing may be missing from it.
 func TestEverySettingIsDocumented(t *testing.T) {
@@ -138,6 +161,14 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--config", noAllow}, want: "dnsd.forward-allow"},
 		{args: []string{"--etcd.endpoints", "127.0.0.1:2379"}, want: "etcd.endpoints"},
 		{args: []string{"--etcd.cert-file", "c.pem"}, want: "etcd.cert-file"},
+		{args: []string{"--dnsd.source-cluster-option", "12"}, want: "dnsd.source-cluster-option"},
+		{args: []string{"--dnsd.source-cluster-option", "70000"}, want: "dnsd.source-cluster-option"},
+		{args: []string{"--dnsd.internal-clients", "10.0.0.1"}, want: "dnsd.internal-clients"},
+		{args: []string{"--publisher.federation", "My.Federation"}, want: "publisher.federation"},
+		{args: []string{"--publisher.federation", "fed", "--cluster.federation-domain", ""}, want: "publisher.federation"},
+		{args: []string{"--publisher.federation-prefix", "skydns"}, want: "publisher.federation-prefix"},
+		{args: []string{"--cluster.federation-domain", "svc.cluster.local"}, want: "cluster.federation-domain"},
+		{args: []string{"--cluster.federation-domain", "local"}, want: "cluster.federation-domain"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)
@@ -210,5 +241,31 @@ func TestAlias(t *testing.T) {
 	c, err := l.Load()
 	if err != nil || !c.Publisher.DryRun || c.Publisher.Files() != "x" {
 		t.Errorf("aliases not applied: %+v, %v", c.Publisher, err)
+	}
+}
+
+// The federation endpoint is off by default and never runs without its
+// certificates: it would let anyone who reaches it redirect names.
+func TestStubAPISettings(t *testing.T) {
+	c, err := load(t, nil, all()...)
+	if err != nil || c.Publisher.StubAPIListen != "" {
+		t.Fatalf("stub API on by default: %q %v", c.Publisher.StubAPIListen, err)
+	}
+	_, err = load(t, []string{"--publisher.stub-api-listen", "127.0.0.1:8443"}, all()...)
+	for _, key := range []string{"publisher.stub-api-cert-file", "publisher.stub-api-key-file", "publisher.stub-api-client-ca-file"} {
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("without %s: %v", key, err)
+		}
+	}
+	files := []string{"--publisher.stub-api-listen", "127.0.0.1:8443", "--publisher.stub-api-cert-file", "s.pem",
+		"--publisher.stub-api-key-file", "s.key", "--publisher.stub-api-client-ca-file", "ca.pem"}
+	if c, err = load(t, files, all()...); err != nil || c.Publisher.StubAPIClientCAFile != "ca.pem" {
+		t.Errorf("complete settings: %v", err)
+	}
+	if _, err = load(t, append(files, "--cluster.federation-domain", ""), all()...); err == nil || !strings.Contains(err.Error(), "publisher.stub-api-listen") {
+		t.Errorf("without a federation domain: %v", err)
+	}
+	if _, err = load(t, append(files, "--publisher.stub-api-listen", "nowhere"), all()...); err == nil || !strings.Contains(err.Error(), "publisher.stub-api-listen") {
+		t.Errorf("a bad address: %v", err)
 	}
 }

@@ -12,6 +12,8 @@
 //     so a reader can always recover the owner name from a key.
 //   - Reverse records (in-addr.arpa, ip6.arpa) live at the exact key of the
 //     reverse name, because CoreDNS reads PTR from the exact key only.
+//   - Stub domains (SkyDNS's stub zones) live at
+//     <zone key>/dns/stub/<stub domain reversed>/<id>, one key per nameserver.
 //   - Values are CoreDNS msg.Service JSON plus two fields CoreDNS ignores
 //     (cluster, source); every value's group is its owner name, which makes
 //     CoreDNS answer a name without the records of its children.

@@ -47,10 +47,12 @@ func (f Filter) namespace(ns string) bool {
 }
 
 // Zones are the trees a publisher writes: its cluster domain and, with
-// multicluster on, its share of clusterset.local.
+// multicluster on, its share of clusterset.local and, with federation on,
+// its shards of federated services.
 type Zones struct {
 	Cluster    kube.Builder
-	Clusterset *kube.Builder // nil: exports are not published
+	Clusterset *kube.Builder    // nil: exports are not published
+	Federation *kube.Federation // nil: services are not federated
 }
 
 // ZoneUnit is the unit of a zone's dns-version record.
@@ -62,7 +64,8 @@ func ZoneUnit(b kube.Builder) string { return "zone/" + b.Zone }
 // it no longer serves, a kind a newer version writes) share the ranges it
 // reads but are not its to delete, so they are left alone rather than taken
 // for orphans. Turning multicluster off therefore leaves the exports in
-// place: `publisher withdraw` is how a cluster leaves the set.
+// place, and turning federation off leaves the shards (their tree is no
+// longer read): `publisher withdraw` is how a cluster leaves the set.
 func Manages(z Zones, unit string) bool {
 	kind, _, name := source.ParseUnit(unit)
 	switch kind {
@@ -99,7 +102,15 @@ func Desired(z Zones, src source.Source, f Filter, unit string) ([]keys.Record, 
 			return nil, nil
 		}
 		if kind == "service" {
-			return z.Cluster.Service(svc, src.Slices(ns, name))
+			recs, problems := z.Cluster.Service(svc, src.Slices(ns, name))
+			// The shard belongs to the service unit: it is made of the
+			// Service alone and goes when the Service or its annotation
+			// does.
+			if z.Federation != nil {
+				fr, fp := z.Federation.Federated(svc)
+				recs, problems = append(recs, fr...), append(problems, fp...)
+			}
+			return recs, problems
 		}
 		imp, _ := src.Import(ns, name)
 		return z.Clusterset.Exported(svc, src.Slices(ns, name), imp)

@@ -11,4 +11,6 @@
 //
 // Sources live in publisher/source, the pure diff in publisher/plan, etcd
 // I/O in publisher/etcdstore and the leader election in publisher/elect.
+// publisher/stubapi is the federation endpoint, which writes stub domains
+// beside the records with the same transactions and only while leading.
 package publisher

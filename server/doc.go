@@ -16,6 +16,13 @@
 // refused; over UDP it waits on a goroutine of its own, bounded in number,
 // so a slow upstream never stalls a socket's reader.
 //
+// A question for a name in a stub domain (snap.Snapshot.Stub) goes to that
+// domain's nameservers through server/forward, RD or not and whether or
+// not forwarding is on, when the client is on the forwarding allow list
+// and the question does not carry the source-cluster option already;
+// otherwise it gets the engine's answer. Either way its answer depends on
+// who asks, so it never enters the cache.
+//
 // It owns sockets, metrics, timing and that cache, and nothing else:
 // answers come from server/answer, records from server/store, upstream
 // answers from server/forward. It must never call etcd, and nothing but a

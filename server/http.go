@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -45,8 +46,9 @@ func (o Ops) Handler() http.Handler {
 	return mux
 }
 
-// records prints what dnsd holds for one name: its keys and values, the
-// type each was given, the records served, and the keys skipped there.
+// records prints what dnsd holds for one name: the stub domain it is in,
+// its keys and values, the type each was given, the records served, and
+// the keys skipped there.
 func (o Ops) records(w http.ResponseWriter, r *http.Request) {
 	name, err := keys.CanonicalName(r.URL.Query().Get("name"))
 	if err != nil {
@@ -59,9 +61,16 @@ func (o Ops) records(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "nothing loaded yet", http.StatusServiceUnavailable)
 		return
 	}
+	if st := sn.Stub(name); st != nil {
+		fmt.Fprintf(w, "%s: in stub domain %s, answered by its nameservers\n", name, st.Domain)
+		for _, ns := range st.Servers {
+			fmt.Fprintf(w, "stub %s %s\n", ns.Key, ns.Addr)
+		}
+	}
 	z := sn.Zone(name)
 	if z == nil {
 		fmt.Fprintf(w, "%s: in no served zone\n", name)
+		o.malformed(w, name) // a stub domain's broken nameservers
 		return
 	}
 	fmt.Fprintf(w, "name %s\nzone %s (etcd range %s, serial %d, snapshot revision %d)\n", name, z.Name, z.Range, z.Serial, sn.Rev)
@@ -82,6 +91,10 @@ func (o Ops) records(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	o.malformed(w, name)
+}
+
+func (o Ops) malformed(w io.Writer, name string) {
 	if o.Malformed != nil {
 		for _, m := range o.Malformed(name) {
 			fmt.Fprintf(w, "skipped %s %s: %s\n", m.Key, m.Value, m.Err)

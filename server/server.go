@@ -35,11 +35,14 @@ type Server struct {
 	cache    atomic.Pointer[respCache]
 
 	fwd        *forward.Forwarder // nil: questions outside the zones are REFUSED
-	slots      chan struct{}      // one per UDP query waiting on fwd
+	stubs      *forward.Stubs     // nil: stub domains are ignored
+	slots      chan struct{}      // one per UDP query waiting on fwd or stubs
 	forwarding sync.WaitGroup     // those queries, for shutdown
 
 	queries *prometheus.CounterVec
 	latency prometheus.Histogram
+
+	searches map[searchKey][]prometheus.Counter // autopath.go
 }
 
 // New returns a server reading snapshots from snapshot, with its metrics
@@ -49,6 +52,7 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		snapshot: snapshot,
 		opts:     opts,
 		log:      log,
+		slots:    make(chan struct{}, maxForwarding),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_queries_total", Help: "DNS queries answered, by question type and response code.",
 		}, []string{"qtype", "rcode"}),
@@ -59,6 +63,8 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		}),
 	}
 	reg.MustRegister(s.queries, s.latency)
+	s.searches = searchCounters(reg)
+	s.opts.Autopath.Observe = func(f answer.Form, found bool) { s.countSearch(f, found) }
 	return s
 }
 
@@ -67,9 +73,45 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 // a client f allows (the ClusterFirst policy). Without RD a question still
 // gets REFUSED: a client that does not ask for recursion gets none. Call
 // it before Serve.
-func (s *Server) SetForwarder(f *forward.Forwarder) {
-	s.fwd = f
-	s.slots = make(chan struct{}, maxForwarding)
+func (s *Server) SetForwarder(f *forward.Forwarder) { s.fwd = f }
+
+// SetStubs makes s send the questions for names in the snapshot's stub
+// domains to their nameservers through st, whatever RD says and whether or
+// not forwarding is on, when the client is one st allows. Call it before
+// Serve.
+func (s *Server) SetStubs(st *forward.Stubs) { s.stubs = st }
+
+// stubbed returns the nameservers req goes to, m being the engine's answer
+// to it, when its name is in a stub domain and it may go there. under is
+// true for every name in a stub domain, whether it goes or is answered
+// here (a client not allowed, a question already stub-forwarded, an odd
+// one): who asks decides that, so such an answer is never cached, and it
+// never goes to the ClusterFirst upstreams either.
+func (s *Server) stubbed(sn *snap.Snapshot, req, m *dns.Msg, client netip.Addr) (servers []netip.AddrPort, under bool) {
+	if s.stubs == nil || len(req.Question) != 1 {
+		return nil, false
+	}
+	q := req.Question[0]
+	st := sn.Stub(strings.ToLower(strings.TrimSuffix(q.Name, ".")))
+	if st == nil {
+		return nil, false
+	}
+	for _, ns := range st.Servers {
+		servers = append(servers, ns.Addr)
+	}
+	if servers = s.stubs.Usable(st.Domain, servers); len(servers) == 0 {
+		return nil, false // every nameserver is dnsd itself: the names are its own
+	}
+	switch m.Rcode {
+	case dns.RcodeSuccess, dns.RcodeNameError, dns.RcodeRefused:
+	default:
+		return nil, true // FORMERR, NOTIMP, BADVERS: the question is at fault
+	}
+	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR ||
+		!s.stubs.Allows(client) || s.stubs.Looped(req) {
+		return nil, true
+	}
+	return servers, true
 }
 
 // forwards reports whether m, the engine's answer to req from client, is
@@ -123,9 +165,12 @@ func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	if m == nil {
 		return
 	}
-	if s.forwards(sn, req, m, client) {
-		// Each TCP connection has its own goroutine: waiting here holds
-		// up that connection only.
+	// Each TCP connection has its own goroutine: waiting here holds up
+	// that connection only.
+	switch servers, under := s.stubbed(sn, req, m, client); {
+	case servers != nil:
+		m = s.stubs.Forward(context.Background(), req, servers)
+	case !under && s.forwards(sn, req, m, client):
 		m = s.fwd.Forward(context.Background(), req)
 	}
 	b, m, _ := s.pack(m, answer.Size(req, udp), nil)
@@ -190,6 +235,34 @@ type Listener struct {
 
 // Listen binds addr for UDP and TCP. Port 0 picks one port for both.
 func Listen(addr string) (*Listener, error) {
+	var l *Listener
+	var err error
+	// Port 0 picks a free UDP port whose TCP twin may be taken: try again
+	// with another, as a fixed port could not.
+	for try := 0; try < 10; try++ {
+		if l, err = listenPair(addr); err == nil {
+			break
+		}
+		if _, port, _ := net.SplitHostPort(addr); port != "0" {
+			return nil, err
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	bound := l.Addr
+	for range runtime.GOMAXPROCS(0) - 1 {
+		pc, err := listenUDP(bound)
+		if err != nil {
+			break // no SO_REUSEPORT: one socket serves
+		}
+		l.udp = append(l.udp, pc)
+	}
+	return l, nil
+}
+
+// listenPair binds one UDP socket and TCP on the same address.
+func listenPair(addr string) (*Listener, error) {
 	first, err := listenUDP(addr)
 	if err != nil {
 		return nil, err
@@ -199,13 +272,6 @@ func Listen(addr string) (*Listener, error) {
 	if l.tcp, err = net.Listen("tcp", bound); err != nil {
 		first.Close()
 		return nil, err
-	}
-	for range runtime.GOMAXPROCS(0) - 1 {
-		pc, err := listenUDP(bound)
-		if err != nil {
-			break // no SO_REUSEPORT: one socket serves
-		}
-		l.udp = append(l.udp, pc)
 	}
 	return l, nil
 }

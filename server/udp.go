@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,6 +32,8 @@ type respCache struct {
 type cached struct {
 	wire    []byte
 	counter prometheus.Counter // queries_total{qtype, rcode} of this answer
+
+	searched []prometheus.Counter // the autopath counters of the search that made it
 }
 
 func (s *Server) cacheFor(sn *snap.Snapshot) *respCache {
@@ -58,6 +61,9 @@ type udpWorker struct {
 
 	pc   *net.UDPConn   // where forwarded answers are written later; nil: forward inline
 	from netip.AddrPort // the client of the datagram being handled
+
+	opts     *answer.Options      // autopath.go
+	searched []prometheus.Counter // bumped by the query being handled
 }
 
 // handle returns the response to one datagram, or nil to stay silent.
@@ -80,6 +86,9 @@ func (w *udpWorker) handle(b []byte) []byte {
 			out[3] = out[3]&^0x10 | b[3]&0x10 // CD echoed
 			w.out = out
 			e.counter.Inc()
+			for _, c := range e.searched {
+				c.Inc()
+			}
 			s.latency.Observe(time.Since(start).Seconds())
 			return out
 		}
@@ -100,21 +109,31 @@ func (w *udpWorker) handle(b []byte) []byte {
 	if !fast {
 		size = answer.Size(req, true)
 	}
-	m, personal := answer.AnswerFrom(sn, req, &s.opts, s.rot.Add(1), answer.Client{Addr: w.from.Addr().Unmap()})
+	w.searched = w.searched[:0]
+	m, personal := answer.AnswerFrom(sn, req, w.options(), s.rot.Add(1), answer.Client{Addr: w.from.Addr().Unmap()})
 	if m == nil {
 		return nil
 	}
 	// A forwarded answer never enters the cache: it would outlive its
 	// TTL and reach clients the allow list turns away.
-	forwarded := s.forwards(sn, req, m, w.from.Addr())
+	var ask func() *dns.Msg
+	servers, under := s.stubbed(sn, req, m, w.from.Addr())
+	switch {
+	case servers != nil:
+		ask = func() *dns.Msg { return s.stubs.Forward(context.Background(), req, servers) }
+	case !under && s.forwards(sn, req, m, w.from.Addr()):
+		ask = func() *dns.Msg { return s.fwd.Forward(context.Background(), req) }
+	}
+	forwarded := ask != nil
 	if forwarded {
 		switch {
 		case w.pc == nil:
-			m = s.fwd.Forward(context.Background(), req)
-		case s.forwardUDP(w.pc, w.from, req, size, start):
+			m = ask()
+		case s.forwardUDP(w.pc, w.from, req, size, start, ask):
 			return nil
 		default:
-			m.Rcode = dns.RcodeServerFailure // every slot taken: the client tries again or elsewhere
+			// Every slot taken: the client tries again or elsewhere.
+			m.Rcode, m.Authoritative, m.Answer, m.Ns = dns.RcodeServerFailure, false, nil, nil
 		}
 	}
 	out, m, whole := s.pack(m, size, w.out[:0])
@@ -123,20 +142,21 @@ func (w *udpWorker) handle(b []byte) []byte {
 	}
 	w.out = out
 	counter := s.count(req, m, start)
-	if c != nil && whole && !forwarded && !personal && s.cacheable(m) {
+	if c != nil && whole && !forwarded && !personal && !under && s.cacheable(m) {
 		c.mu.Lock()
 		if len(c.m) < cacheLimit {
-			c.m[string(w.key)] = &cached{wire: append([]byte(nil), out...), counter: counter}
+			c.m[string(w.key)] = &cached{wire: append([]byte(nil), out...), counter: counter, searched: slices.Clone(w.searched)}
 		}
 		c.mu.Unlock()
 	}
 	return out
 }
 
-// forwardUDP answers req from upstreams on a goroutine of its own, so a
-// slow upstream holds up the queries waiting on it and never the socket's
-// reader. It is false when maxForwarding queries wait already.
-func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, size int, start time.Time) bool {
+// forwardUDP answers req with ask (upstreams, a stub domain's
+// nameservers) on a goroutine of its own, so a slow upstream holds up the
+// queries waiting on it and never the socket's reader. It is false when
+// maxForwarding queries wait already.
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, size int, start time.Time, ask func() *dns.Msg) bool {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -146,7 +166,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, si
 	go func() {
 		defer s.forwarding.Done()
 		defer func() { <-s.slots }()
-		b, m, _ := s.pack(s.fwd.Forward(context.Background(), req), size, nil)
+		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
 			s.count(req, m, start)

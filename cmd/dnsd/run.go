@@ -45,6 +45,10 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	defer cli.Close()
 
+	fed, err := federation(cfg, parsed, log)
+	if err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := store.New(cli, zones, cfg.Etcd.RequestTimeout, reg, log)
@@ -55,6 +59,8 @@ func run(ctx context.Context, cfg *config.Config) error {
 			Mname: d.SOAMname, Rname: d.SOARname, TTL: d.SOATTL,
 			Refresh: d.SOARefresh, Retry: d.SOARetry, Expire: d.SOAExpire, Minimum: d.SOAMinimum,
 		},
+		Federation: fed,
+		Autopath:   autopath(d, cfg.Cluster.Pods, log),
 	}, reg, log)
 	if d.Forward {
 		f, err := forwarder(d, reg, log)
@@ -70,6 +76,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return fmt.Errorf("dnsd.listen: %w", err)
 	}
+	stubs, err := stubForwarder(cfg, l.Addr, reg, log)
+	if err != nil {
+		return err
+	}
+	srv.SetStubs(stubs)
 	// Both stop when ctx ends; run returns once they have, so in-flight
 	// queries are answered before the process exits.
 	ctx, cancel := context.WithCancel(ctx)
@@ -155,4 +166,38 @@ func forwarder(d config.Dnsd, reg prometheus.Registerer, log *slog.Logger) (*for
 	}
 	log.Info("forwarding questions outside the zones", key, ups, "allow", d.ForwardAllow)
 	return f, nil
+}
+
+// autopath turns the dnsd.autopath-* settings into the engine's.
+func autopath(d config.Dnsd, pods config.PodMode, log *slog.Logger) answer.Autopath {
+	a := answer.Autopath{Suffix: d.AutopathSuffix, Client: d.AutopathClient}
+	if d.AutopathOption {
+		a.Option = d.AutopathOptionCode
+	}
+	if a.Client && pods != config.PodsVerified {
+		// dnsd reads pod records whatever this says; the publisher only
+		// writes them when it says verified.
+		log.Warn("dnsd.autopath-client finds clients by their pod records, which the publisher writes with cluster.pods: verified only", "cluster.pods", pods)
+	}
+	return a
+}
+
+// stubForwarder sends the questions for stub domains, always on: the keys
+// turn it on. It shares dnsd.forward-allow and dnsd.forward-timeout with
+// ClusterFirst forwarding; listen is the bound address, so a stub
+// nameserver there is known as dnsd itself even with port 0 configured.
+func stubForwarder(cfg *config.Config, listen string, reg prometheus.Registerer, log *slog.Logger) (*forward.Stubs, error) {
+	d := cfg.Dnsd
+	allow, err := d.ParsedForwardAllow()
+	if err != nil {
+		return nil, err
+	}
+	st, err := forward.NewStubs(forward.StubConfig{
+		Timeout: d.ForwardTimeout, Allow: allow, Listen: listen,
+		Option: d.SourceClusterOption, Cluster: cfg.Cluster.ID, Log: log,
+	}, reg)
+	if err != nil {
+		return nil, fmt.Errorf("stub domains: %w", err)
+	}
+	return st, nil
 }

@@ -45,7 +45,8 @@ func withdrawCommand() *cobra.Command {
 		Use:   "withdraw",
 		Short: "Remove every record this cluster owns from etcd (the cluster leaves the set)",
 		Long: "Remove every record cluster.id owns from the shared etcd: its cluster-local and reverse\n" +
-			"trees and its share of clusterset.local. Other clusters' records are untouched.\n" +
+			"trees and its shares of clusterset.local and the federation tree. Other clusters'\n" +
+			"records are untouched.\n" +
 			"Stop the cluster's publisher first; withdraw refuses to run while one leads.\n" +
 			"With --dry-run it lists the keys it would remove. For a cluster that is already gone:\n" +
 			"  publisher withdraw --cluster.id <id> --etcd.endpoints <url> [--publisher.prefix ...]",

@@ -98,11 +98,12 @@ func run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout}
 	ctrl := publisher.NewController(publisher.Options{
 		Zones:       zones,
 		Source:      src,
 		Filter:      filter,
-		Store:       &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout},
+		Store:       store,
 		Ranges:      ranges,
 		MaxTxnOps:   p.MaxTxnOps,
 		MaxTxnBytes: p.MaxTxnBytes,
@@ -111,6 +112,12 @@ func run(ctx context.Context, cfg *config.Config) error {
 	})
 
 	ready.Store(ctrl)
+	terms := &leadership{ctrl: ctrl}
+	stopStubAPI, err := serveStubAPI(cfg, zones, store, terms, log)
+	if err != nil {
+		return err
+	}
+	defer stopStubAPI()
 	log.Info("waiting for the source to sync", "source", p.Source)
 	start := time.Now()
 	if err := src.Start(ctx, ctrl.Notify); err != nil {
@@ -124,7 +131,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		// retried with backoff rather than ending the process.
 		backoff := time.Second
 		for {
-			err := ctrl.Lead(ctx, nil)
+			err := terms.lead(ctx, nil)
 			if ctx.Err() != nil {
 				log.Info("stopped")
 				return nil
@@ -146,7 +153,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		TTL:     p.LeaseTTL,
 		Log:     log,
 	}
-	err = el.Run(ctx, ctrl.Lead)
+	err = el.Run(ctx, terms.lead)
 	log.Info("stopped")
 	return err
 }
@@ -217,22 +224,37 @@ func buildZones(ctx context.Context, cfg *config.Config, src source.Source, log 
 		}
 		z.Clusterset = &cs
 	}
+	if p.Federation != "" {
+		f, err := kube.NewFederation(keys.Layout{Prefix: p.FederationPrefix, ReversePrefix: p.ReversePrefix, Cluster: id, TTL: p.TTL},
+			cfg.Cluster.FederationDomain, p.Federation)
+		if err != nil {
+			return publisher.Zones{}, err
+		}
+		z.Federation = &f
+		log.Info("federation on", "federation", f.Name, "domain", f.Zone, "annotation", kube.FederatedAnnotation+"=true")
+	}
 	return z, nil
 }
 
 // zoneRanges are the etcd ranges a cluster's records can be in.
 func zoneRanges(z publisher.Zones) ([]string, error) {
-	r, err := etcdstore.Ranges(z.Cluster.Prefix, z.Cluster.ReversePrefix, z.Cluster.Zone)
-	if err != nil || z.Clusterset == nil {
-		return r, err
+	trees := []kube.Builder{z.Cluster}
+	if z.Clusterset != nil {
+		trees = append(trees, *z.Clusterset)
 	}
-	cs, err := etcdstore.Ranges(z.Clusterset.Prefix, z.Clusterset.ReversePrefix, z.Clusterset.Zone)
-	if err != nil {
-		return nil, err
+	if z.Federation != nil {
+		trees = append(trees, z.Federation.Builder)
 	}
-	for _, x := range cs {
-		if !slices.Contains(r, x) {
-			r = append(r, x)
+	var r []string
+	for _, b := range trees {
+		rs, err := etcdstore.Ranges(b.Prefix, b.ReversePrefix, b.Zone)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range rs {
+			if !slices.Contains(r, x) {
+				r = append(r, x)
+			}
 		}
 	}
 	return r, nil

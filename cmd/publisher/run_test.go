@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,15 +27,18 @@ func TestDryRunExamples(t *testing.T) {
 		golden     string
 		pods       config.PodMode
 		clusterset bool
+		federation string
 	}{
-		{"dry-run.records", config.PodsInsecure, false},
-		{"dry-run-verified-pods.records", config.PodsVerified, false},
-		{"dry-run-clusterset.records", config.PodsInsecure, true},
+		{"dry-run.records", config.PodsInsecure, false, ""},
+		{"dry-run-verified-pods.records", config.PodsVerified, false, ""},
+		{"dry-run-clusterset.records", config.PodsInsecure, true, ""},
+		{"dry-run-federation.records", config.PodsInsecure, false, "myfederation"},
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			cfg := defaults(t)
 			cfg.Cluster.Pods = c.pods
 			cfg.Publisher.Clusterset = c.clusterset
+			cfg.Publisher.Federation = c.federation
 			pods := c.pods == config.PodsVerified
 			f, _ := publisher.NewFilter(nil, "", pods)
 			src := source.NewFiles("../../examples", pods, slog.Default())
@@ -97,5 +101,27 @@ func TestClusterID(t *testing.T) {
 	_, err = buildZones(context.Background(), cfg, source.NewFiles(t.TempDir(), false, slog.Default()), slog.Default())
 	if err == nil || !strings.Contains(err.Error(), "set cluster.id") {
 		t.Errorf("no id anywhere: %v", err)
+	}
+}
+
+// TestFederationZones: with a federation name the publisher reads and
+// writes the shared federation tree too; without one it leaves it alone.
+func TestFederationZones(t *testing.T) {
+	src := source.NewFiles("../../examples", false, slog.Default())
+	cfg := defaults(t)
+	z, err := buildZones(context.Background(), cfg, src, slog.Default())
+	if err != nil || z.Federation != nil {
+		t.Fatalf("federation off by default: %+v, %v", z.Federation, err)
+	}
+	cfg.Publisher.Federation, cfg.Publisher.FederationPrefix = "myfederation", "/skydns-fed"
+	if z, err = buildZones(context.Background(), cfg, src, slog.Default()); err != nil || z.Federation == nil {
+		t.Fatalf("federation on: %v", err)
+	}
+	ranges, err := zoneRanges(z)
+	if err != nil || !slices.Contains(ranges, "/skydns-fed/federation/") || !slices.Contains(ranges, "/skydns/local/cluster/") {
+		t.Errorf("ranges %v, %v: want the federation tree next to the cluster's", ranges, err)
+	}
+	if name := z.Federation.ServiceName("shop", "web"); name != "web.shop.myfederation.svc.federation" {
+		t.Errorf("federated name %s", name)
 	}
 }

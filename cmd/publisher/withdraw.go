@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -20,9 +21,10 @@ import (
 )
 
 // withdraw removes everything cluster.id owns: its cluster-local and
-// reverse trees and its share of clusterset.local. The cluster's publisher
-// must be stopped first (it would publish again); the withdrawal holds the
-// cluster's election while it runs so none can start meanwhile.
+// reverse trees and its shares of clusterset.local and of the federation
+// tree. The cluster's publisher must be stopped first (it would publish
+// again); the withdrawal holds the cluster's election while it runs so
+// none can start meanwhile.
 func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	p := cfg.Publisher
@@ -53,6 +55,19 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	ranges, err := zoneRanges(zones)
 	if err != nil {
 		return err
+	}
+	if zones.Federation == nil && cfg.Cluster.FederationDomain != "" {
+		// Likewise for a federation it joined before; whatever its name,
+		// the shards are in the one federation tree.
+		fr, err := etcdstore.Ranges(p.FederationPrefix, p.ReversePrefix, cfg.Cluster.FederationDomain)
+		if err != nil {
+			return fmt.Errorf("cluster.federation-domain: %w", err)
+		}
+		for _, r := range fr {
+			if !slices.Contains(ranges, r) {
+				ranges = append(ranges, r)
+			}
+		}
 	}
 	cli, err := etcdclient.New(ctx, cfg.Etcd, log)
 	if err != nil {

@@ -22,9 +22,11 @@ const (
 
 // Options are the server's settings that shape answers.
 type Options struct {
-	Pods   PodMode
-	Rotate bool
-	SOA    SOA
+	Pods       PodMode
+	Rotate     bool
+	SOA        SOA
+	Federation Federation // federation.go
+	Autopath   Autopath   // autopath.go
 }
 
 // SOA is the synthesized SOA of every zone; Mname and Rname are relative
@@ -114,6 +116,9 @@ func AnswerFrom(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client
 		m.Rcode = dns.RcodeFormatError // meta types are never questions
 		return m, false
 	}
+	if personal, done := searched(s, m, q, opt, o, rot, c); done {
+		return m, personal
+	}
 	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
 	z := s.Zone(name)
 	if z == nil || q.Qclass != dns.ClassINET {
@@ -125,14 +130,19 @@ func AnswerFrom(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client
 		m.Rcode = dns.RcodeRefused // zone transfers are not offered
 		return m, false
 	}
-	m.Authoritative = true
-	r := resolver{s: s, z: z, o: o, rot: rot, client: c}
+	r := resolver{s: s, z: z, o: o, rot: rot, client: c, opt: opt}
 	r.resolve(name, dns.Fqdn(q.Name), q.Qtype)
+	return r.reply(m)
+}
+
+// reply puts what r found into m.
+func (r *resolver) reply(m *dns.Msg) (*dns.Msg, bool) {
+	m.Authoritative = true
 	m.Rcode = r.rcode
 	m.Answer = r.answer
 	m.Extra = append(r.extra, m.Extra...)
 	if r.negative {
-		m.Ns = []dns.RR{r.soa(min(o.SOA.TTL, o.SOA.Minimum))}
+		m.Ns = []dns.RR{r.soa(min(r.o.SOA.TTL, r.o.SOA.Minimum))}
 	}
 	return m, r.personal
 }
@@ -143,6 +153,7 @@ type resolver struct {
 	o      *Options
 	rot    uint32
 	client Client
+	opt    *dns.OPT // the query's, nil without EDNS
 
 	personal bool // the answer depends on client: never cached for others
 
@@ -156,10 +167,16 @@ type resolver struct {
 // spelling, echoed in the answer for 0x20 clients), following CNAMEs
 // inside the zone.
 func (r *resolver) resolve(name, owner string, qtype uint16) {
+	if r.federated(name, owner, qtype) {
+		return
+	}
 	var seen []string
 	for {
 		node, exists := r.lookup(name)
 		if !exists {
+			if len(seen) == 0 && r.searchClient(name, owner, qtype) {
+				return
+			}
 			r.rcode, r.negative = dns.RcodeNameError, true
 			return
 		}

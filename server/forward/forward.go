@@ -29,9 +29,9 @@ type Config struct {
 // Forwarder asks upstream resolvers on behalf of clients. It is safe for
 // concurrent use.
 type Forwarder struct {
+	exchanger
 	upstreams []string
 	allow     []netip.Prefix
-	udp, tcp  *dns.Client
 	cache     *cache // nil: off
 	now       func() time.Time
 
@@ -54,10 +54,9 @@ func New(c Config, reg prometheus.Registerer) (*Forwarder, error) {
 		return nil, fmt.Errorf("listen address %q: %w", c.Listen, err)
 	}
 	f := &Forwarder{
-		allow: c.Allow,
-		udp:   &dns.Client{Net: "udp", Timeout: c.Timeout},
-		tcp:   &dns.Client{Net: "tcp", Timeout: c.Timeout},
-		now:   time.Now,
+		exchanger: newExchanger(c.Timeout),
+		allow:     c.Allow,
+		now:       time.Now,
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_forward_queries_total",
 			Help: "Questions forwarded to upstreams, by outcome: ok (an upstream answered), else how the last upstream tried failed (servfail, timeout, error).",
@@ -87,9 +86,11 @@ func New(c Config, reg prometheus.Registerer) (*Forwarder, error) {
 
 // Allows reports whether client may have its questions forwarded: without
 // this check dnsd would be an open resolver, usable for amplification.
-func (f *Forwarder) Allows(client netip.Addr) bool {
+func (f *Forwarder) Allows(client netip.Addr) bool { return allows(f.allow, client) }
+
+func allows(allow []netip.Prefix, client netip.Addr) bool {
 	client = client.Unmap().WithZone("")
-	for _, p := range f.allow {
+	for _, p := range allow {
 		if p.Contains(client) {
 			return true
 		}
@@ -121,12 +122,39 @@ func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
 	up.Question = []dns.Question{q}
 	up.SetEdns0(answer.EDNSSize, k.do)
 
-	result := "error"
-	for _, u := range f.upstreams {
+	m, result := f.ask(ctx, up, f.upstreams)
+	f.results.WithLabelValues(result).Inc()
+	if m == nil {
+		m = new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
+		m.RecursionAvailable = true
+		return reply(req, m)
+	}
+	if f.cache != nil {
+		f.cache.put(k, m, f.now())
+	}
+	return reply(req, m)
+}
+
+// exchanger asks upstreams: the ClusterFirst upstreams and the nameservers
+// of stub domains alike.
+type exchanger struct {
+	udp, tcp *dns.Client
+}
+
+func newExchanger(timeout time.Duration) exchanger {
+	return exchanger{udp: &dns.Client{Net: "udp", Timeout: timeout}, tcp: &dns.Client{Net: "tcp", Timeout: timeout}}
+}
+
+// ask tries upstreams in order until one answers other than SERVFAIL; m
+// is nil when none did. result is "ok" or how the last one tried failed
+// (servfail, timeout, error), for the caller's metrics.
+func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string) (m *dns.Msg, result string) {
+	result = "error"
+	for _, u := range upstreams {
 		if ctx.Err() != nil {
 			break
 		}
-		m, err := f.exchange(ctx, up, u)
+		r, err := x.exchange(ctx, up, u)
 		switch {
 		case err != nil:
 			result = "error"
@@ -135,29 +163,22 @@ func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
 				result = "timeout"
 			}
 			continue
-		case m.Rcode == dns.RcodeServerFailure:
+		case r.Rcode == dns.RcodeServerFailure:
 			result = "servfail"
 			continue
 		}
-		f.results.WithLabelValues("ok").Inc()
-		if f.cache != nil {
-			f.cache.put(k, m, f.now())
-		}
-		return reply(req, m)
+		return r, "ok"
 	}
-	f.results.WithLabelValues(result).Inc()
-	m := new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
-	m.RecursionAvailable = true
-	return reply(req, m)
+	return nil, result
 }
 
 // exchange asks one upstream, over TCP again when the UDP answer is
 // truncated: only the whole answer can be cached or given to a client
 // that asked over TCP, and dnsd truncates for UDP clients itself.
-func (f *Forwarder) exchange(ctx context.Context, m *dns.Msg, upstream string) (*dns.Msg, error) {
-	r, _, err := f.udp.ExchangeContext(ctx, m, upstream)
+func (x exchanger) exchange(ctx context.Context, m *dns.Msg, upstream string) (*dns.Msg, error) {
+	r, _, err := x.udp.ExchangeContext(ctx, m, upstream)
 	if err == nil && r.Truncated {
-		r, _, err = f.tcp.ExchangeContext(ctx, m, upstream)
+		r, _, err = x.tcp.ExchangeContext(ctx, m, upstream)
 	}
 	if err != nil {
 		return nil, err

@@ -22,6 +22,11 @@ type Batch struct {
 	copied [shards]bool
 	dirty  map[string]bool // nodes copied in this batch, to rebuild
 	had    map[string]bool // whether a dirty node held entries before
+
+	podsCopied [shards]bool // pod index shards this batch owns
+
+	stubsCopied bool            // the stub table is this batch's own
+	stubCopied  map[string]bool // so are these domains' entries
 }
 
 // Edit starts a batch on z.
@@ -102,6 +107,12 @@ func (b *Batch) Done(serial uint32) *Zone {
 			continue
 		}
 		n.Sets = buildSets(n.Name, n.Entries, b.z.TTL, b.z.Cluster)
+	}
+	if !b.z.Reverse {
+		suffix := ".pod." + b.z.Name
+		for name := range b.dirty {
+			b.indexPod(name, suffix)
+		}
 	}
 	b.z.Serial = serial
 	z := b.z

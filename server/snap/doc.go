@@ -2,6 +2,15 @@
 // records of every zone, and the copy-on-write batches that derive one
 // snapshot from the previous one.
 //
+// Keys under a zone's dns/stub/ are SkyDNS stub domains, not records: they
+// go into a table of stub domains beside the names (Snapshot.Stub), so
+// nothing is ever answered at stub.dns.<zone>, and the server forwards the
+// names below a stub domain to its nameservers.
+//
+// Each forward zone also indexes its pod records by address
+// (Zone.PodNamespaces), so the answer engine learns a client's namespace
+// from the records alone, with no Pod watch.
+//
 // A snapshot is never modified once published, so any number of queries may
 // read it without locks while the store builds the next one. The package is
 // pure: it turns (key, value) pairs into DNS records and must not talk to

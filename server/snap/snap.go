@@ -3,6 +3,7 @@ package snap
 import (
 	"cmp"
 	"hash/maphash"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -43,6 +44,12 @@ func Build(zones []Config, rev int64, kvs []KV) (*Snapshot, []error) {
 		b := z.Edit()
 		for _, kv := range kvs {
 			if !strings.HasPrefix(kv.Key, z.Range) {
+				continue
+			}
+			if z.IsStubKey(kv.Key) {
+				if _, err := b.PutStub(kv.Key, kv.Value); err != nil {
+					errs = append(errs, err)
+				}
 				continue
 			}
 			owner, e, err := z.Parse(kv.Key, kv.Value)
@@ -107,6 +114,10 @@ type Zone struct {
 	// Range is the etcd key prefix of the zone: <prefix>/<reversed labels>/.
 	Range string
 	names [shards]map[string]*Node
+	pods  [shards]map[netip.Addr][]string // PodNamespaces; a nil map until a pod record lands in the shard
+
+	stubRange string           // Range + dns/stub/: nameservers, not records
+	stubs     map[string]*Stub // by domain
 }
 
 // NewZone returns an empty zone.
@@ -114,6 +125,7 @@ func NewZone(c Config) *Zone {
 	z := &Zone{Config: c, Reverse: keys.IsReverseZone(c.Name)}
 	if k, err := keys.Key(c.Prefix, c.Name); err == nil {
 		z.Range = k + "/"
+		z.stubRange, _ = keys.StubRange(c.Prefix, c.Name)
 	}
 	for i := range z.names {
 		z.names[i] = map[string]*Node{}

@@ -198,6 +198,14 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 // put applies one stored value; a malformed one removes what the key held
 // before, so a broken write never leaves a stale record behind.
 func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
+	if z.IsStubKey(key) {
+		if domain, err := b.PutStub(key, value); err != nil {
+			s.skip(z, key, domain, value, err)
+		} else {
+			s.forget(key)
+		}
+		return
+	}
 	owner, e, err := z.Parse(key, value)
 	if err == nil {
 		b.Put(owner, e)
@@ -207,6 +215,12 @@ func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
 	if owner != "" {
 		b.Delete(owner, key)
 	}
+	s.skip(z, key, owner, value, err)
+}
+
+// skip counts and remembers a malformed value, logging each key once per
+// distinct error.
+func (s *Store) skip(z *snap.Zone, key, owner string, value []byte, err error) {
 	s.malformed.WithLabelValues(z.Name).Inc()
 	m := Malformed{Key: key, Owner: owner, Value: string(value), Err: err.Error()}
 	s.mu.Lock()
@@ -319,6 +333,10 @@ func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) (next *snap.
 				continue
 			}
 			s.forget(key)
+			if z.IsStubKey(key) {
+				batches[i].DeleteStub(key)
+				continue
+			}
 			if owner, err := z.Owner(key); err == nil {
 				batches[i].Delete(owner, key)
 			}

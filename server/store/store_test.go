@@ -253,3 +253,48 @@ func value(m prometheus.Metric) float64 {
 	}
 	return d.Gauge.GetValue()
 }
+
+// Stub keys are loaded and watched with their zone, into the stub table
+// and never into records; a broken one is skipped and counted.
+func TestStubKeysAreWatched(t *testing.T) {
+	cli := startEtcd(t)
+	const k1 = "/skydns/local/cluster/dns/stub/federation/svc/myfed/ns1"
+	const k2 = "/skydns/local/cluster/dns/stub/federation/svc/myfed/ns2"
+	mustPut(t, cli, k1, `{"host":"10.0.0.1","port":53}`)
+	s := startStore(t, cli, nil)
+	stub := func() string {
+		st := s.Snapshot().Stub("web.ns.myfed.svc.federation")
+		if st == nil {
+			return ""
+		}
+		var out []string
+		for _, ns := range st.Servers {
+			out = append(out, ns.Addr.String())
+		}
+		return strings.Join(out, ",")
+	}
+	if got := stub(); got != "10.0.0.1:53" {
+		t.Fatalf("loaded %q", got)
+	}
+	if z := s.Snapshot().Zone("cluster.local"); z.Records != 0 || z.Node("stub.dns.cluster.local") != nil {
+		t.Fatalf("a stub key became a record: %d records", z.Records)
+	}
+
+	mustPut(t, cli, k2, `{"host":"10.0.0.2","port":5353}`)
+	eventually(t, "the second nameserver", func() bool { return stub() == "10.0.0.1:53,10.0.0.2:5353" })
+	mustPut(t, cli, k1, `{"host":"ns.example.com"}`)
+	eventually(t, "the broken nameserver to be dropped", func() bool { return stub() == "10.0.0.2:5353" })
+	if got := value(s.malformed.WithLabelValues("cluster.local")); got != 1 {
+		t.Fatalf("malformed counter %v, want 1", got)
+	}
+	if m := s.MalformedAt("myfed.svc.federation"); len(m) != 1 || m[0].Key != k1 {
+		t.Fatalf("MalformedAt = %v", m)
+	}
+	if _, err := cli.Delete(context.Background(), "/skydns/local/cluster/dns/stub/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stub domain to go", func() bool { return stub() == "" })
+	if m := s.MalformedAt("myfed.svc.federation"); len(m) != 0 {
+		t.Fatalf("a deleted key still reported: %v", m)
+	}
+}

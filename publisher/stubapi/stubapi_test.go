@@ -1,0 +1,447 @@
+package stubapi
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/publisher"
+	"github.com/etcdns/etcdns/publisher/etcdstore"
+)
+
+// ca is a certificate authority made for one test.
+type ca struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+var serial atomic.Int64
+
+func newCA(t *testing.T, name string) *ca {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue returns a certificate and key signed by c, for a server on
+// 127.0.0.1 or for a client.
+func (c *ca) issue(t *testing.T, name string, server bool) tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM := c.issuePEM(t, name, server)
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pair
+}
+
+func (c *ca) issuePEM(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
+
+func write(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func startEtcd(t *testing.T) *clientv3.Client {
+	t.Helper()
+	e, url, err := etcdclient.StartEmbedded(config.Embedded{
+		DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{url}, DialTimeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// endpoint is the handler behind real TLS, as the publisher serves it.
+type endpoint struct {
+	url            string
+	cli            *clientv3.Client
+	good, bad, raw *http.Client // raw: trusts the server, presents no certificate
+	leading        atomic.Bool
+	fence          atomic.Pointer[[]clientv3.Cmp]
+}
+
+func start(t *testing.T) *endpoint {
+	t.Helper()
+	dir := t.TempDir()
+	trusted, other := newCA(t, "federation control plane"), newCA(t, "someone else")
+	serverCert, serverKey := trusted.issuePEM(t, "publisher", true)
+	tc, err := TLSConfig(write(t, dir, "server.pem", serverCert), write(t, dir, "server.key", serverKey), write(t, dir, "ca.pem", trusted.pem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := &endpoint{cli: startEtcd(t)}
+	ep.leading.Store(true)
+	h, err := New(Config{
+		Store:  &etcdstore.Store{Client: ep.cli, Timeout: 5 * time.Second},
+		Layout: keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "c1"},
+		Zone:   "cluster.local", Domain: "federation",
+		Leader: func() ([]clientv3.Cmp, bool) {
+			if f := ep.fence.Load(); f != nil {
+				return *f, ep.leading.Load()
+			}
+			return nil, ep.leading.Load()
+		},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(h)
+	srv.TLS = tc
+	srv.Config = NewServer(h, tc, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	ep.url = srv.URL
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(trusted.pem)
+	client := func(certs ...tls.Certificate) *http.Client {
+		tc := &tls.Config{RootCAs: roots}
+		if len(certs) > 0 {
+			// Presented whatever CAs the server names: Go's client would
+			// otherwise keep a certificate of another CA to itself, and
+			// the test would only show what "no certificate" does.
+			tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &certs[0], nil }
+		}
+		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
+	}
+	ep.good = client(trusted.issue(t, "federation-controller", false))
+	ep.bad = client(other.issue(t, "federation-controller", false))
+	ep.raw = client()
+	return ep
+}
+
+func (ep *endpoint) do(t *testing.T, c *http.Client, method, path, body string) (int, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(method, ep.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// call is do with the good client, which must get an answer.
+func (ep *endpoint) call(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	code, b, err := ep.do(t, ep.good, method, path, body)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return code, b
+}
+
+// stored returns every key under the stub tree with its value.
+func (ep *endpoint) stored(t *testing.T) map[string]string {
+	t.Helper()
+	r, err := ep.cli.Get(context.Background(), "/skydns/local/cluster/dns/stub/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, kv := range r.Kvs {
+		out[string(kv.Key)] = string(kv.Value)
+	}
+	return out
+}
+
+func stub(t *testing.T, name, ns string) keys.Record {
+	t.Helper()
+	l := keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "c1"}
+	r, err := l.Stub("cluster.local", name+".svc.federation", "federation/"+name, netip.MustParseAddrPort(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestMutualTLS(t *testing.T) {
+	ep := start(t)
+	if code, body, err := ep.do(t, ep.good, "POST", "/federations/myfederation", `{"nameservers":["108.45.90.180"]}`); err != nil || code != http.StatusOK {
+		t.Fatalf("a client with a certificate of the CA: %d %s %v", code, body, err)
+	}
+	for _, c := range []struct {
+		name   string
+		client *http.Client
+		alert  string
+	}{
+		{"a certificate of another CA", ep.bad, "tls: unknown certificate authority"},
+		{"no certificate", ep.raw, "tls: certificate required"},
+	} {
+		code, _, err := ep.do(t, c.client, "POST", "/federations/evil", `{"nameservers":["192.0.2.66"]}`)
+		if err == nil || !strings.Contains(err.Error(), c.alert) {
+			t.Errorf("a client with %s: status %d, error %v; want the handshake refused with %q", c.name, code, err, c.alert)
+		}
+		if _, _, err := ep.do(t, c.client, "GET", "/federations/myfederation", ""); err == nil {
+			t.Errorf("a client with %s could read", c.name)
+		}
+	}
+	old := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS11}}}
+	if _, _, err := ep.do(t, old, "GET", "/federations/myfederation", ""); err == nil {
+		t.Error("TLS 1.1 accepted")
+	}
+	if got := ep.stored(t); len(got) != 1 {
+		t.Errorf("stored %v, want only the good client's nameserver", got)
+	}
+}
+
+func TestProgramStubDomain(t *testing.T) {
+	ep := start(t)
+	// Another writer's nameserver of the same domain (SkyDNS's own shape,
+	// by hand): never touched by the endpoint.
+	const hand = "/skydns/local/cluster/dns/stub/federation/svc/myfederation/ns1"
+	if _, err := ep.cli.Put(context.Background(), hand, `{"host":"10.0.0.53","port":53}`); err != nil {
+		t.Fatal(err)
+	}
+
+	code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers": ["108.45.90.180", "108.180.64.128:5353", "108.45.90.180:53"]}`)
+	var f Federation
+	if err := json.Unmarshal([]byte(body), &f); code != http.StatusOK || err != nil ||
+		f.Domain != "myfederation.svc.federation." || strings.Join(f.Nameservers, ",") != "108.180.64.128:5353,108.45.90.180:53" {
+		t.Fatalf("POST: %d %s", code, body)
+	}
+	want := map[string]string{hand: `{"host":"10.0.0.53","port":53}`}
+	for _, ns := range []string{"108.45.90.180:53", "108.180.64.128:5353"} {
+		r := stub(t, "myfederation", ns)
+		want[r.Key] = string(r.Value.Encode())
+	}
+	if got := ep.stored(t); !equal(got, want) {
+		t.Fatalf("stored:\n%v\nwant:\n%v", got, want)
+	}
+
+	// The same POST again writes nothing.
+	rev := revision(t, ep.cli)
+	if code, _ := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["108.180.64.128:5353","108.45.90.180"]}`); code != http.StatusOK || revision(t, ep.cli) != rev {
+		t.Fatalf("repeated POST: %d, revision %d -> %d", code, rev, revision(t, ep.cli))
+	}
+	if code, body := ep.call(t, "GET", "/federations/myfederation", ""); code != http.StatusOK || !strings.Contains(body, `"nameservers":["108.180.64.128:5353","108.45.90.180:53"]`) {
+		t.Fatalf("GET: %d %s", code, body)
+	}
+
+	// A POST replaces the set, in one transaction.
+	if code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["[2001:db8::53]:53"]}`); code != http.StatusOK {
+		t.Fatalf("replacing POST: %d %s", code, body)
+	}
+	r := stub(t, "myfederation", "[2001:db8::53]:53")
+	want = map[string]string{hand: want[hand], r.Key: string(r.Value.Encode())}
+	if got := ep.stored(t); !equal(got, want) {
+		t.Fatalf("after the replacing POST:\n%v\nwant:\n%v", got, want)
+	}
+	if rev2 := revision(t, ep.cli); rev2 != rev+1 {
+		t.Errorf("the replacement took %d revisions, want one transaction", rev2-rev)
+	}
+
+	// Federations are independent.
+	ep.call(t, "POST", "/federations/other", `{"nameservers":["10.1.0.1"]}`)
+	if code, _ := ep.call(t, "DELETE", "/federations/myfederation", ""); code != http.StatusNoContent {
+		t.Fatalf("DELETE: %d", code)
+	}
+	o := stub(t, "other", "10.1.0.1:53")
+	if got := ep.stored(t); !equal(got, map[string]string{hand: want[hand], o.Key: string(o.Value.Encode())}) {
+		t.Fatalf("after DELETE: %v", got)
+	}
+	if code, _ := ep.call(t, "GET", "/federations/myfederation", ""); code != http.StatusNotFound {
+		t.Errorf("GET after DELETE: %d", code)
+	}
+	if code, _ := ep.call(t, "DELETE", "/federations/myfederation", ""); code != http.StatusNoContent {
+		t.Errorf("DELETE again: %d", code)
+	}
+}
+
+func TestOnlyTheLeaderWrites(t *testing.T) {
+	ep := start(t)
+	ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.1"]}`)
+	ep.leading.Store(false)
+	for _, m := range []string{"POST", "DELETE"} {
+		if code, body := ep.call(t, m, "/federations/myfederation", `{"nameservers":["10.0.0.2"]}`); code != http.StatusServiceUnavailable {
+			t.Errorf("%s by a replica that does not lead: %d %s", m, code, body)
+		}
+	}
+	if code, _ := ep.call(t, "GET", "/federations/myfederation", ""); code != http.StatusOK {
+		t.Errorf("GET by a replica that does not lead: %d", code)
+	}
+
+	// A fence that no longer holds (a newer leader won) writes nothing.
+	ep.leading.Store(true)
+	fence := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/etcdns-election/c1/gone"), "=", 42)}
+	ep.fence.Store(&fence)
+	before := ep.stored(t)
+	if code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.2"]}`); code != http.StatusServiceUnavailable {
+		t.Errorf("POST with a stale fence: %d %s", code, body)
+	}
+	if got := ep.stored(t); !equal(got, before) {
+		t.Errorf("a stale fence wrote: %v", got)
+	}
+}
+
+func TestValidation(t *testing.T) {
+	ep := start(t)
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/federations/MyFed", `{"nameservers":["10.0.0.1"]}`, "federation name"},
+		{"POST", "/federations/my_fed", `{"nameservers":["10.0.0.1"]}`, "federation name"},
+		{"POST", "/federations/-fed", `{"nameservers":["10.0.0.1"]}`, "federation name"},
+		{"POST", "/federations/" + strings.Repeat("a", 64), `{"nameservers":["10.0.0.1"]}`, "federation name"},
+		{"GET", "/federations/a.b", ``, "federation name"},
+		{"POST", "/federations/fed", `{"nameservers":`, "body"},
+		{"POST", "/federations/fed", `nameservers`, "body"},
+		{"POST", "/federations/fed", `{"nameserver":["10.0.0.1"]}`, "unknown field"},
+		{"POST", "/federations/fed", `{"nameservers":"10.0.0.1"}`, "body"},
+		{"POST", "/federations/fed", `{"nameservers":["10.0.0.1"]} {}`, "one JSON object"},
+		{"POST", "/federations/fed", `{"nameservers":[]}`, "DELETE"},
+		{"POST", "/federations/fed", `{}`, "DELETE"},
+		{"POST", "/federations/fed", `{"nameservers":["ns1.example.com"]}`, "host names"},
+		{"POST", "/federations/fed", `{"nameservers":["ns1.example.com:53"]}`, "host names"},
+		{"POST", "/federations/fed", `{"nameservers":["10.0.0.1:0"]}`, "port 0"},
+		{"POST", "/federations/fed", `{"nameservers":["10.0.0.1:99999"]}`, "host names"},
+		{"POST", "/federations/fed", `{"nameservers":["0.0.0.0"]}`, "unicast"},
+		{"POST", "/federations/fed", `{"nameservers":["[fe80::1%eth0]:53"]}`, "unicast"},
+		{"POST", "/federations/fed", `{"nameservers":["` + strings.Repeat(`10.0.0.1","`, 40) + `10.0.0.2"]}`, "at most"},
+	} {
+		code, body := ep.call(t, c.method, c.path, c.body)
+		var e struct{ Error string }
+		if code != http.StatusBadRequest || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, c.want) {
+			t.Errorf("%s %s %s: %d %s; want 400 saying %q", c.method, c.path, c.body, code, body, c.want)
+		}
+	}
+	if code, _ := ep.call(t, "POST", "/federations/fed", `{"nameservers":["`+strings.Repeat("x", maxBody)+`"]}`); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("a huge body: %d", code)
+	}
+	if code, _ := ep.call(t, "PUT", "/federations/fed", `{"nameservers":["10.0.0.1"]}`); code != http.StatusMethodNotAllowed {
+		t.Errorf("PUT: %d", code)
+	}
+	if code, _ := ep.call(t, "GET", "/federations", ""); code != http.StatusNotFound {
+		t.Errorf("GET /federations: %d", code)
+	}
+	if got := ep.stored(t); len(got) != 0 {
+		t.Errorf("a refused request wrote: %v", got)
+	}
+}
+
+func TestTLSConfigNeedsItsFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := newCA(t, "ca")
+	cert, key := c.issuePEM(t, "publisher", true)
+	cf, kf, caf := write(t, dir, "s.pem", cert), write(t, dir, "s.key", key), write(t, dir, "ca.pem", c.pem)
+	if _, err := TLSConfig(cf, kf, caf); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][3]string{
+		{filepath.Join(dir, "missing.pem"), kf, caf},
+		{cf, caf, caf}, // a certificate is no key
+		{cf, kf, filepath.Join(dir, "missing.pem")},
+		{cf, kf, write(t, dir, "empty.pem", []byte("not PEM"))},
+	} {
+		if _, err := TLSConfig(args[0], args[1], args[2]); err == nil {
+			t.Errorf("TLSConfig%v accepted", args)
+		}
+	}
+}
+
+func equal(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func revision(t *testing.T, cli *clientv3.Client) int64 {
+	t.Helper()
+	r, err := cli.Get(context.Background(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Revision
+}
+
+// The endpoint's keys are in the cluster domain's range, which the
+// publisher's reconcile reads: their source must be one it never manages,
+// or its next full sync would take them for orphans and delete them.
+func TestReconcileLeavesStubsAlone(t *testing.T) {
+	if src := source("myfederation"); publisher.Manages(publisher.Zones{}, src) {
+		t.Errorf("the publisher manages %s", src)
+	}
+}
