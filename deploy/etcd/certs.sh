@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Makes the etcd certificates of deploy/etcd and stores them as the Secrets
+# the manifests mount, in namespace etcdns (which must exist: apply an
+# overlay first; its pods wait for these Secrets).
+#
+#   deploy/etcd/certs.sh [DIR]
+#
+# DIR (default ./etcd-pki) keeps the CA and keys: more client certificates
+# (a CoreDNS, an etcdctl) are signed with the same CA later. Existing files
+# in DIR are reused, so a second run only re-creates the Secrets.
+# CLUSTER_DOMAIN (default cluster.local) goes into the member names.
+set -euo pipefail
+
+DIR="${1:-./etcd-pki}"
+NS=etcdns
+DOMAIN="${CLUSTER_DOMAIN:-cluster.local}"
+DAYS=3650
+mkdir -p "$DIR"
+cd "$DIR"
+
+if [[ ! -f ca.crt ]]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -days "$DAYS" -subj /CN=etcdns-etcd-ca \
+    -keyout ca.key -out ca.crt 2>/dev/null
+fi
+
+# cert NAME CN EXTENSIONS: a key and a certificate signed by the CA.
+cert() {
+  local name=$1 cn=$2 ext=$3
+  [[ -f $name.crt ]] && return
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" -keyout "$name.key" -out "$name.csr" 2>/dev/null
+  openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days "$DAYS" \
+    -extfile <(printf '%s\n' "$ext") -out "$name.crt" 2>/dev/null
+  rm "$name.csr"
+}
+
+# Members: serving clients and peers, and a client of the other peers.
+# etcd checks a peer's names against its address, the wildcard included.
+cert member etcd "basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth,clientAuth
+subjectAltName=DNS:*.etcd.$NS.svc,DNS:*.etcd.$NS.svc.$DOMAIN,DNS:etcd.$NS.svc,DNS:etcd.$NS.svc.$DOMAIN,DNS:localhost,IP:127.0.0.1"
+
+# Clients: the CN is the etcd user once etcd auth is on (deploy/README.md).
+for who in publisher dnsd; do
+  cert "$who" "etcdns-$who" "basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+done
+
+# Server-side apply: no last-applied annotation holding a copy of the key.
+secret() { # SECRET CERT
+  kubectl -n "$NS" create secret generic "$1" \
+    --from-file=ca.crt=ca.crt --from-file=tls.crt="$2.crt" --from-file=tls.key="$2.key" \
+    --dry-run=client -o yaml | kubectl apply --server-side --field-manager=etcdns-certs -f -
+}
+secret etcd-member-tls member
+secret publisher-etcd-tls publisher
+secret dnsd-etcd-tls dnsd
