@@ -5,9 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,38 +23,11 @@ const bigTXT = 40
 // startKnot serves example.test. from a real Knot on a loopback port and
 // returns its address.
 func startKnot(t *testing.T) string {
-	t.Helper()
-	bin := harness.SystemTool(t, "knotd")
-	dir := t.TempDir()
-	port := harness.FreePort(t)
-	zone := "$ORIGIN example.test.\n$TTL 300\n" +
-		"@ SOA ns hostmaster 1 3600 900 604800 60\n@ NS ns\nns A 127.0.0.1\nwww A 192.0.2.10\n"
+	zone := "$TTL 300\n@ SOA ns hostmaster 1 3600 900 604800 60\n@ NS ns\nns A 127.0.0.1\nwww A 192.0.2.10\n"
 	for i := range bigTXT {
 		zone += fmt.Sprintf("big TXT \"record %02d %s\"\n", i, strings.Repeat("x", 60))
 	}
-	conf := fmt.Sprintf(`server:
-    rundir: "%[1]s"
-    listen: 127.0.0.1@%[2]d
-database:
-    storage: "%[1]s"
-control:
-    listen: "%[1]s/knot.sock"
-log:
-  - target: stderr
-    any: info
-zone:
-  - domain: example.test
-    storage: "%[1]s"
-    file: "example.test.zone"
-`, dir, port)
-	for name, content := range map[string]string{"example.test.zone": zone, "knot.conf": conf} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	harness.StartProcess(t, bin, []string{"-c", filepath.Join(dir, "knot.conf")}, nil, func() error { return harness.DNSAlive(addr) })
-	return addr
+	return harness.StartKnot(t, "example.test", zone)
 }
 
 func forwardAsk(t *testing.T, network, addr, name string, qtype uint16, rd bool, edns uint16) *dns.Msg {

@@ -4,17 +4,11 @@ package integration
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"maps"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -29,67 +23,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/internal/testpki"
 )
-
-// stubCA is a certificate authority of one test run.
-type stubCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newStubCA(t *testing.T, name string) *stubCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &stubCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes a certificate signed by c and its key into dir: for the
-// server on 127.0.0.1, or for a client.
-func (c *stubCA) issue(t *testing.T, dir, name string, server bool) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile = filepath.Join(dir, name+".pem"), filepath.Join(dir, name+".key")
-	for f, b := range map[string][]byte{
-		certFile: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyFile:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
-	} {
-		if err := os.WriteFile(f, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return certFile, keyFile
-}
 
 // stubClient is an HTTPS client trusting roots that presents the
 // certificate in certFile, if any, whichever CAs the server asks for.
@@ -121,39 +56,11 @@ func stubCall(c *http.Client, method, url, body string) (int, string, error) {
 }
 
 // startStubKnot serves the federation's zone myfederation.svc.federation.
-// from a real Knot on a loopback port, as the federation's DNS server the
-// stub domain points to.
+// from a real Knot, as the federation's DNS server the stub domain points to.
 func startStubKnot(t *testing.T) string {
-	t.Helper()
-	bin := harness.SystemTool(t, "knotd")
-	dir := t.TempDir()
-	port := harness.FreePort(t)
-	zone := "$ORIGIN myfederation.svc.federation.\n$TTL 30\n" +
-		"@ SOA ns hostmaster 7 3600 900 604800 20\n@ NS ns\nns A 127.0.0.1\n" +
-		"myservice.myns A 10.0.3.64\nmyservice.myns A 104.32.64.130\nmyservice.myns A 108.120.45.12\n"
-	conf := fmt.Sprintf(`server:
-    rundir: "%[1]s"
-    listen: 127.0.0.1@%[2]d
-database:
-    storage: "%[1]s"
-control:
-    listen: "%[1]s/knot.sock"
-log:
-  - target: stderr
-    any: info
-zone:
-  - domain: myfederation.svc.federation
-    storage: "%[1]s"
-    file: "federation.zone"
-`, dir, port)
-	for name, content := range map[string]string{"federation.zone": zone, "knot.conf": conf} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	harness.StartProcess(t, bin, []string{"-c", filepath.Join(dir, "knot.conf")}, nil, func() error { return harness.DNSAlive(addr) })
-	return addr
+	return harness.StartKnot(t, "myfederation.svc.federation", "$TTL 30\n"+
+		"@ SOA ns hostmaster 7 3600 900 604800 20\n@ NS ns\nns A 127.0.0.1\n"+
+		"myservice.myns A 10.0.3.64\nmyservice.myns A 104.32.64.130\nmyservice.myns A 108.120.45.12\n")
 }
 
 // optionProbe is a nameserver in the test process that answers every
@@ -228,16 +135,16 @@ func TestStubZones(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 
 	dir := t.TempDir()
-	trusted, other := newStubCA(t, "federation control plane"), newStubCA(t, "someone else")
+	trusted, other := testpki.NewCA(t, "federation control plane"), testpki.NewCA(t, "someone else")
 	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, trusted.pem, 0o600); err != nil {
+	if err := os.WriteFile(caFile, trusted.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serverCert, serverKey := trusted.issue(t, dir, "publisher", true)
-	goodCert, goodKey := trusted.issue(t, dir, "cluster-controller", false)
-	badCert, badKey := other.issue(t, dir, "intruder", false)
+	serverCert, serverKey := trusted.IssueFiles(t, dir, "publisher", true)
+	goodCert, goodKey := trusted.IssueFiles(t, dir, "cluster-controller", false)
+	badCert, badKey := other.IssueFiles(t, dir, "intruder", false)
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(trusted.pem)
+	roots.AppendCertsFromPEM(trusted.PEM)
 	good := stubClient(t, roots, goodCert, goodKey)
 
 	manifests := t.TempDir() // the files source with no object: only stubs are written

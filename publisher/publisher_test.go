@@ -22,8 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/etcdns/etcdns/config"
-	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher/elect"
@@ -32,24 +31,7 @@ import (
 )
 
 // startEtcd runs an embedded etcd on loopback ports in t.TempDir.
-func startEtcd(t testing.TB) *clientv3.Client {
-	t.Helper()
-	e, url, err := etcdclient.StartEmbedded(config.Embedded{
-		DataDir:   filepath.Join(t.TempDir(), "etcd"),
-		ClientURL: "http://127.0.0.1:0",
-		PeerURL:   "http://127.0.0.1:0",
-	}, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{url}, DialTimeout: 5 * time.Second}, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func startEtcd(t testing.TB) *clientv3.Client { return testetcd.Start(t, quiet()) }
 
 func quiet() *slog.Logger {
 	if os.Getenv("PUBLISHER_TEST_LOG") != "" {

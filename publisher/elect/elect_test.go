@@ -2,29 +2,16 @@ package elect
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdns/etcdns/config"
-	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/internal/testetcd"
 )
 
 func TestResignHandsOverAtOnce(t *testing.T) {
-	e, url, err := etcdclient.StartEmbedded(config.Embedded{
-		DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{url}, DialTimeout: 5 * time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	cli := testetcd.Start(t, nil)
 
 	leading := make(chan string, 4)
 	lead := func(name string) Lead {

@@ -4,33 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdns/etcdns/config"
-	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
 
-func start(t *testing.T) *clientv3.Client {
-	t.Helper()
-	e, url, err := etcdclient.StartEmbedded(config.Embedded{
-		DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{url}, DialTimeout: 5 * time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func start(t *testing.T) *clientv3.Client { return testetcd.Start(t, nil) }
 
 func TestRanges(t *testing.T) {
 	r, err := Ranges("/skydns", "/rev", "cluster.local")

@@ -2,18 +2,11 @@ package stubapi
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -26,77 +19,21 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdns/etcdns/config"
-	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/internal/testetcd"
+	"github.com/etcdns/etcdns/internal/testpki"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/publisher"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 )
 
-// ca is a certificate authority made for one test.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var serial atomic.Int64
-
-func newCA(t *testing.T, name string) *ca {
+// issue returns a key pair signed by c, for a server on 127.0.0.1 or a client.
+func issue(t *testing.T, c *testpki.CA, name string, server bool) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a certificate and key signed by c, for a server on
-// 127.0.0.1 or for a client.
-func (c *ca) issue(t *testing.T, name string, server bool) tls.Certificate {
-	t.Helper()
-	certPEM, keyPEM := c.issuePEM(t, name, server)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	pair, err := tls.X509KeyPair(c.Issue(t, name, server))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pair
-}
-
-func (c *ca) issuePEM(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }
 
 func write(t *testing.T, dir, name string, b []byte) string {
@@ -108,22 +45,7 @@ func write(t *testing.T, dir, name string, b []byte) string {
 	return p
 }
 
-func startEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	e, url, err := etcdclient.StartEmbedded(config.Embedded{
-		DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
-	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{url}, DialTimeout: 5 * time.Second}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
+func startEtcd(t *testing.T) *clientv3.Client { return testetcd.Start(t, nil) }
 
 // endpoint is the handler behind real TLS, as the publisher serves it.
 type endpoint struct {
@@ -137,9 +59,9 @@ type endpoint struct {
 func start(t *testing.T) *endpoint {
 	t.Helper()
 	dir := t.TempDir()
-	trusted, other := newCA(t, "federation control plane"), newCA(t, "someone else")
-	serverCert, serverKey := trusted.issuePEM(t, "publisher", true)
-	tc, err := TLSConfig(write(t, dir, "server.pem", serverCert), write(t, dir, "server.key", serverKey), write(t, dir, "ca.pem", trusted.pem))
+	trusted, other := testpki.NewCA(t, "federation control plane"), testpki.NewCA(t, "someone else")
+	serverCert, serverKey := trusted.Issue(t, "publisher", true)
+	tc, err := TLSConfig(write(t, dir, "server.pem", serverCert), write(t, dir, "server.key", serverKey), write(t, dir, "ca.pem", trusted.PEM))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +90,7 @@ func start(t *testing.T) *endpoint {
 	ep.url = srv.URL
 
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(trusted.pem)
+	roots.AppendCertsFromPEM(trusted.PEM)
 	client := func(certs ...tls.Certificate) *http.Client {
 		tc := &tls.Config{RootCAs: roots}
 		if len(certs) > 0 {
@@ -179,8 +101,8 @@ func start(t *testing.T) *endpoint {
 		}
 		return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	}
-	ep.good = client(trusted.issue(t, "federation-controller", false))
-	ep.bad = client(other.issue(t, "federation-controller", false))
+	ep.good = client(issue(t, trusted, "federation-controller", false))
+	ep.bad = client(issue(t, other, "federation-controller", false))
 	ep.raw = client()
 	return ep
 }
@@ -398,9 +320,9 @@ func TestValidation(t *testing.T) {
 
 func TestTLSConfigNeedsItsFiles(t *testing.T) {
 	dir := t.TempDir()
-	c := newCA(t, "ca")
-	cert, key := c.issuePEM(t, "publisher", true)
-	cf, kf, caf := write(t, dir, "s.pem", cert), write(t, dir, "s.key", key), write(t, dir, "ca.pem", c.pem)
+	c := testpki.NewCA(t, "ca")
+	cert, key := c.Issue(t, "publisher", true)
+	cf, kf, caf := write(t, dir, "s.pem", cert), write(t, dir, "s.key", key), write(t, dir, "ca.pem", c.PEM)
 	if _, err := TLSConfig(cf, kf, caf); err != nil {
 		t.Fatal(err)
 	}
