@@ -249,15 +249,20 @@ func TestMulticluster(t *testing.T) {
 	} {
 		all = append(all, c...)
 	}
-	for _, m := range []*member{east, west} {
-		for _, c := range all {
-			for _, proto := range []string{"udp", "tcp"} {
-				if got, err := expect(ask(t, proto, m.dnsd, c.qname, c.qtype), c); err != nil {
-					t.Errorf("%s dnsd over %s, %s (%s %s): %v\n%s", m.name, proto, c.spec, c.qname, dns.TypeToString[c.qtype], err, got)
+	// Each unit (export, import, the cluster-local service) is its own
+	// transaction, so the SRV above does not mean the rest has landed.
+	waitFor(t, 30*time.Second, func() error {
+		for _, m := range []*member{east, west} {
+			for _, c := range all {
+				for _, proto := range []string{"udp", "tcp"} {
+					if got, err := expect(ask(t, proto, m.dnsd, c.qname, c.qtype), c); err != nil {
+						return fmt.Errorf("%s dnsd over %s, %s (%s %s): %v\n%s", m.name, proto, c.spec, c.qname, dns.TypeToString[c.qtype], err, got)
+					}
 				}
 			}
 		}
-	}
+		return nil
+	})
 	// The same clusterset.local questions to CoreDNS's etcd plugin reading
 	// the same shared tree: where it differs, the check says why.
 	// This is docs/multicluster.md's Corefile for cluster east: one server
@@ -297,9 +302,12 @@ clusterset.local:{{.Port}} {
 		{east, check{qname: "kubernetes.default.svc.cluster.local.", qtype: dns.TypeA, answer: []string{"kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1"}}},
 		{west, check{qname: "my-pet.headless.test.svc.cluster.local.", qtype: dns.TypeA, answer: []string{"my-pet.headless.test.svc.cluster.local. 5 IN A 10.4.0.100"}}},
 	} {
-		if got, err := expect(ask(t, "udp", c.m.dnsd, c.check.qname, c.check.qtype), c.check); err != nil {
-			t.Errorf("%s dnsd, 001 2.4.3 / per-cluster trees (%s): %v\n%s", c.m.name, c.check.qname, err, got)
-		}
+		waitFor(t, 10*time.Second, func() error {
+			if got, err := expect(ask(t, "udp", c.m.dnsd, c.check.qname, c.check.qtype), c.check); err != nil {
+				return fmt.Errorf("%s dnsd, 001 2.4.3 / per-cluster trees (%s): %v\n%s", c.m.name, c.check.qname, err, got)
+			}
+			return nil
+		})
 	}
 
 	// Topology: each cluster's dnsd puts its own endpoints first, whatever
@@ -328,13 +336,17 @@ clusterset.local:{{.Port}} {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() error {
-		_, err := expect(ask(t, "udp", west.dnsd, hl, dns.TypeA), check{answer: []string{hl + " 5 IN A 10.4.0.100", hl + " 5 IN A 10.4.0.101"}})
-		return err
+		for _, m := range []*member{east, west} {
+			if _, err := expect(ask(t, "udp", m.dnsd, hl, dns.TypeA), check{answer: []string{hl + " 5 IN A 10.4.0.100", hl + " 5 IN A 10.4.0.101"}}); err != nil {
+				return fmt.Errorf("%s dnsd, headless after east withdrew it: %v", m.name, err)
+			}
+			if _, err := expect(ask(t, "udp", m.dnsd, host(east, "my-pet"), dns.TypeA), check{rcode: dns.RcodeNameError}); err != nil {
+				return fmt.Errorf("%s dnsd still answers east's withdrawn endpoint: %v", m.name, err)
+			}
+		}
+		return nil
 	})
 	for _, m := range []*member{east, west} {
-		if _, err := expect(ask(t, "udp", m.dnsd, host(east, "my-pet"), dns.TypeA), check{rcode: dns.RcodeNameError}); err != nil {
-			t.Errorf("%s dnsd still answers east's withdrawn endpoint: %v", m.name, err)
-		}
 		if _, err := expect(ask(t, "udp", m.dnsd, "myservice"+cs, dns.TypeA), check{answer: []string{"myservice" + cs + " 5 IN A 10.42.42.42"}}); err != nil {
 			t.Errorf("%s dnsd, myservice after east withdrew headless: %v", m.name, err)
 		}
@@ -377,14 +389,16 @@ clusterset.local:{{.Port}} {
 		t.Errorf("west's withdrawal changed east's records: %d keys, were %d", len(got), len(eastKeys))
 	}
 	waitFor(t, 10*time.Second, func() error {
-		_, err := expect(ask(t, "udp", east.dnsd, hl, dns.TypeA), check{rcode: dns.RcodeNameError})
-		return err
+		if _, err := expect(ask(t, "udp", east.dnsd, hl, dns.TypeA), check{rcode: dns.RcodeNameError}); err != nil {
+			return fmt.Errorf("east dnsd, headless after west left: %v", err)
+		}
+		if _, err := expect(ask(t, "udp", west.dnsd, "kubernetes.default.svc.cluster.local.", dns.TypeA), check{rcode: dns.RcodeNameError}); err != nil {
+			return fmt.Errorf("west's cluster-local tree after its withdrawal: %v", err)
+		}
+		return nil
 	})
 	if _, err := expect(ask(t, "udp", east.dnsd, "myservice"+cs, dns.TypeA), check{answer: []string{"myservice" + cs + " 5 IN A 10.42.42.42"}}); err != nil {
 		t.Errorf("east's export after west left: %v", err)
-	}
-	if _, err := expect(ask(t, "udp", west.dnsd, "kubernetes.default.svc.cluster.local.", dns.TypeA), check{rcode: dns.RcodeNameError}); err != nil {
-		t.Errorf("west's cluster-local tree after its withdrawal: %v", err)
 	}
 }
 

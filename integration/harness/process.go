@@ -16,8 +16,15 @@ import (
 // stopGrace is how long Stop waits after SIGTERM before sending SIGKILL.
 const stopGrace = 5 * time.Second
 
-// logTailLines is how much of a process log is printed when a test fails.
-const logTailLines = 100
+// How much of a process log is printed when a test fails. The project's own
+// programs get more room than etcd, kube-apiserver and CoreDNS, and long
+// lines are cut, so a CI excerpt still shows the failure above the logs; the
+// whole log stays at LogPath.
+const (
+	ownLogTailLines   = 40
+	otherLogTailLines = 8
+	logLineWidth      = 300
+)
 
 // Process is a running program with its own process group, so signals reach
 // any children it forks too.
@@ -205,8 +212,17 @@ func (p *Process) dumpLog() {
 		return
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
+	n := otherLogTailLines
+	if p.Name == "dnsd" || p.Name == "publisher" {
+		n = ownLogTailLines
+	}
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		if len(l) > logLineWidth {
+			lines[i] = l[:logLineWidth] + " [...]"
+		}
 	}
 	p.t.Logf("last %d lines of %s:\n%s", len(lines), p.LogPath, strings.Join(lines, "\n"))
 }
