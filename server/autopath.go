@@ -43,7 +43,7 @@ func (s *Server) countSearch(f answer.Form, found bool) []prometheus.Counter {
 // options are the server's, observing searches into w.searched: a cached
 // answer replays the counts of the search that made it, so the metrics
 // count searches answered, not searches computed.
-func (w *udpWorker) options() *answer.Options {
+func (w *worker) options() *answer.Options {
 	if w.opts == nil {
 		o := w.s.opts
 		o.Autopath.Observe = func(f answer.Form, found bool) {

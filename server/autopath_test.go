@@ -21,7 +21,7 @@ func TestAutopathMetrics(t *testing.T) {
 	o.Autopath = answer.Autopath{Suffix: true, Option: 65001, Client: true}
 	reg := prometheus.NewRegistry()
 	srv := New(func() *snap.Snapshot { return s }, o, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	w := &udpWorker{s: srv, from: netip.MustParseAddrPort("10.9.9.9:5353")}
+	w := &worker{s: srv, from: netip.MustParseAddrPort("10.9.9.9:5353")}
 	ask := func(name string, edit func(*dns.Msg)) *dns.Msg {
 		t.Helper()
 		q := new(dns.Msg).SetQuestion(name, dns.TypeA)
@@ -52,7 +52,8 @@ func TestAutopathMetrics(t *testing.T) {
 			t.Fatalf("option: %v", m)
 		}
 	}
-	srv.ServeDNS(&fakeWriter{}, new(dns.Msg).SetQuestion(hit, dns.TypeA))
+	hitq, _ := new(dns.Msg).SetQuestion(hit, dns.TypeA).Pack()
+	(&worker{s: srv, tcp: true}).handle(hitq)
 
 	mfs, err := reg.Gather()
 	if err != nil {

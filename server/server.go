@@ -31,7 +31,6 @@ type Server struct {
 	snapshot func() *snap.Snapshot
 	opts     answer.Options
 	log      *slog.Logger
-	rot      atomic.Uint32
 	cache    atomic.Pointer[respCache]
 
 	fwd        *forward.Forwarder // nil: questions outside the zones are REFUSED
@@ -39,10 +38,17 @@ type Server struct {
 	slots      chan struct{}      // one per UDP query waiting on fwd or stubs
 	forwarding sync.WaitGroup     // those queries, for shutdown
 
-	queries *prometheus.CounterVec
-	latency prometheus.Histogram
+	queries    *prometheus.CounterVec
+	latency    prometheus.Histogram
+	tcpConns   prometheus.Gauge
+	tcpRefused prometheus.Counter
 
 	searches map[searchKey][]prometheus.Counter // autopath.go
+
+	// DNS over TCP: a connection with no complete query for TCPIdle is
+	// closed, and at most TCPMaxConns are open. Set before Serve.
+	TCPIdle     time.Duration
+	TCPMaxConns int
 }
 
 // New returns a server reading snapshots from snapshot, with its metrics
@@ -53,6 +59,9 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		opts:     opts,
 		log:      log,
 		slots:    make(chan struct{}, maxForwarding),
+
+		TCPIdle:     defaultTCPIdle,
+		TCPMaxConns: defaultTCPMaxConns,
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_queries_total", Help: "DNS queries answered, by question type and response code.",
 		}, []string{"qtype", "rcode"}),
@@ -62,7 +71,13 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 			Buckets: prometheus.ExponentialBuckets(5e-6, 2.5, 12), // 5µs .. about 1.2s
 		}),
 	}
-	reg.MustRegister(s.queries, s.latency)
+	s.tcpConns = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "etcdns_dnsd_tcp_connections", Help: "DNS over TCP connections open.",
+	})
+	s.tcpRefused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_tcp_refused_total", Help: "DNS over TCP connections closed at once because the server had its maximum open.",
+	})
+	reg.MustRegister(s.queries, s.latency, s.tcpConns, s.tcpRefused)
 	s.searches = searchCounters(reg)
 	s.opts.Autopath.Observe = func(f answer.Form, found bool) { s.countSearch(f, found) }
 	return s
@@ -149,38 +164,6 @@ func (s *Server) pack(m *dns.Msg, size int, buf []byte) (wire []byte, _ *dns.Msg
 	return b, m, false
 }
 
-// ServeDNS implements dns.Handler, for TCP.
-func (s *Server) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
-	start := time.Now()
-	udp := w.RemoteAddr().Network() == "udp"
-	sn := s.snapshot()
-	var client netip.Addr
-	switch a := w.RemoteAddr().(type) {
-	case *net.TCPAddr:
-		client = a.AddrPort().Addr().Unmap()
-	case *net.UDPAddr:
-		client = a.AddrPort().Addr().Unmap()
-	}
-	m, _ := answer.AnswerFrom(sn, req, &s.opts, s.rot.Add(1), answer.Client{Addr: client})
-	if m == nil {
-		return
-	}
-	// Each TCP connection has its own goroutine: waiting here holds up
-	// that connection only.
-	switch servers, under := s.stubbed(sn, req, m, client); {
-	case servers != nil:
-		m = s.stubs.Forward(context.Background(), req, servers)
-	case !under && s.forwards(sn, req, m, client):
-		m = s.fwd.Forward(context.Background(), req)
-	}
-	b, m, _ := s.pack(m, answer.Size(req, udp), nil)
-	if b == nil {
-		return
-	}
-	_, _ = w.Write(b)
-	s.count(req, m, start)
-}
-
 // count records an answered query and returns its counter.
 func (s *Server) count(req, m *dns.Msg, start time.Time) prometheus.Counter {
 	qtype := "none"
@@ -212,17 +195,6 @@ func rcodeLabel(r int) string {
 		return s
 	}
 	return strconv.Itoa(r)
-}
-
-// accept lets every query through to ServeDNS, which gives the exact
-// rcode for odd ones (NOTIMP, FORMERR); only responses are dropped, so
-// two servers can never be made to loop.
-func accept(dh dns.Header) dns.MsgAcceptAction {
-	const qr = 1 << 15
-	if dh.Bits&qr != 0 {
-		return dns.MsgIgnore
-	}
-	return dns.MsgAccept
 }
 
 // Listener is the bound DNS address: UDP sockets (one per CPU, sharing the
@@ -279,10 +251,7 @@ func listenPair(addr string) (*Listener, error) {
 // Serve answers on l until ctx ends, then shuts down: in-flight queries
 // get their answers, new ones are not read.
 func (s *Server) Serve(ctx context.Context, l *Listener) error {
-	tcp := &dns.Server{
-		Listener: l.tcp, Handler: s, MsgAcceptFunc: accept,
-		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: func() time.Duration { return 10 * time.Second },
-	}
+	tcp := &tcpServer{s: s, ln: l.tcp, idle: s.TCPIdle, maxConns: s.TCPMaxConns}
 	errs := make(chan error, len(l.udp)+1)
 	var wg sync.WaitGroup
 	for _, pc := range l.udp {
@@ -297,7 +266,7 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		if err := tcp.ActivateAndServe(); err != nil {
+		if err := tcp.serve(); err != nil {
 			errs <- err
 		}
 	}()
@@ -310,13 +279,7 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	for _, pc := range l.udp {
 		_ = pc.SetReadDeadline(time.Now())
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if tcp.ShutdownContext(sctx) != nil {
-		// Not started yet (ctx ended during start-up) or shutdown timed
-		// out: closing the listener is what makes ActivateAndServe return.
-		l.tcp.Close()
-	}
+	tcp.shutdown()
 	wg.Wait()
 	s.forwarding.Wait() // their answers go out on the sockets closed next
 	for _, pc := range l.udp {

@@ -153,7 +153,8 @@ func TestOps(t *testing.T) {
 	if _, body := get("/debug/records?name=svc.cluster.local"); !strings.Contains(body, "empty non-terminal") {
 		t.Fatalf("debug/records of a non-terminal:\n%s", body)
 	}
-	srv.ServeDNS(&fakeWriter{}, new(dns.Msg).SetQuestion("nope.cluster.local.", dns.TypeA))
+	nope, _ := new(dns.Msg).SetQuestion("nope.cluster.local.", dns.TypeA).Pack()
+	(&worker{s: srv, tcp: true}).handle(nope)
 	if _, body := get("/metrics"); !strings.Contains(body, `etcdns_dnsd_queries_total{qtype="A",rcode="NXDOMAIN"} 1`) || !strings.Contains(body, "etcdns_dnsd_query_duration_seconds_count 1") {
 		t.Fatalf("metrics:\n%s", body)
 	}
@@ -164,7 +165,7 @@ func TestOps(t *testing.T) {
 func TestCacheFollowsSnapshot(t *testing.T) {
 	cur := testSnapshot(t, 0)
 	srv := New(func() *snap.Snapshot { return cur }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	w := &udpWorker{s: srv}
+	w := &worker{s: srv}
 	ask := func(id uint16, rd bool) *dns.Msg {
 		t.Helper()
 		q := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
@@ -201,7 +202,7 @@ func TestCacheConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &udpWorker{s: srv}
+			w := &worker{s: srv}
 			for range 2000 {
 				var m dns.Msg
 				if err := m.Unpack(w.handle(q)); err != nil || len(m.Answer) != 1 {

@@ -236,7 +236,7 @@ func TestStubDomainInZoneIsNeverCached(t *testing.T) {
 	}
 	srv := newServer(t, sn)
 	srv.SetStubs(newStubs(t, prometheus.NewRegistry(), "127.0.0.1:53", "127.0.0.0/8"))
-	w := &udpWorker{s: srv} // no socket: forwarded questions are answered inline
+	w := &worker{s: srv} // no socket: forwarded questions are answered inline
 	ask := func(from string) *dns.Msg {
 		t.Helper()
 		w.from = netip.MustParseAddrPort(from)

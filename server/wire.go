@@ -15,13 +15,14 @@ type query struct {
 	do    bool
 	size  int // largest response the client takes over UDP
 	qtype uint16
+	mixed bool // the name has upper-case letters (0x20)
 }
 
 // parseQuery recognises the shape nearly every stub resolver sends: a
 // QUERY with one question whose name is lowercase letters, digits, '-' or
-// '_' without compression, and at most an OPT record of version 0 after it,
-// nothing more. Anything else (including 0x20 mixed case) reports false and
-// takes the full path through miekg/dns, which judges it exactly.
+// '_' in either case, without compression, and at most an OPT record of
+// version 0 after it, nothing more. Anything else reports false and takes
+// the full path through miekg/dns, which judges it exactly.
 // The EDNS(0) option codes of local and experimental use (RFC 6891 9),
 // where dnsd's own options live.
 const (
@@ -52,7 +53,11 @@ func parseQuery(b []byte) (query, bool) {
 			return q, false
 		}
 		for _, c := range b[off+1 : off+1+l] {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			switch {
+			case c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_':
+			case c >= 'A' && c <= 'Z':
+				q.mixed = true
+			default:
 				return q, false
 			}
 		}
@@ -90,10 +95,18 @@ func parseQuery(b []byte) (query, bool) {
 	return q, true
 }
 
-// cacheKey is the question as sent plus the EDNS state that shapes the
-// response (OPT present, DO echoed).
+// cacheKey is the question in lowercase plus what shapes the response:
+// OPT present, DO echoed, and the size it must fit (a truncated response
+// is cached for its size only).
 func cacheKey(dst []byte, b []byte, q query) []byte {
 	dst = append(dst[:0], b[12:q.qend]...)
+	if q.mixed {
+		for i, c := range dst[:len(dst)-4] {
+			if c >= 'A' && c <= 'Z' {
+				dst[i] = c + 'a' - 'A' // label lengths are below 'A'
+			}
+		}
+	}
 	var f byte
 	if q.edns {
 		f |= 1
@@ -101,7 +114,7 @@ func cacheKey(dst []byte, b []byte, q query) []byte {
 	if q.do {
 		f |= 2
 	}
-	return append(dst, f)
+	return append(dst, f, byte(q.size>>8), byte(q.size))
 }
 
 func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }

@@ -1,0 +1,140 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// TCP bounds (RFC 7766 section 6.2: a server may close idle connections
+// and limit how many it keeps). A client that holds a connection without
+// finishing a query within the idle time loses it, so connections cannot
+// be parked; past the maximum a new connection is closed at once, so
+// memory stays bounded whatever the clients do.
+const (
+	defaultTCPIdle     = 10 * time.Second
+	defaultTCPMaxConns = 1024
+	tcpWriteTimeout    = 5 * time.Second
+)
+
+// tcpServer accepts and serves DNS over TCP: one goroutine per
+// connection, answering its queries in order through a worker of its own.
+type tcpServer struct {
+	s        *Server
+	ln       net.Listener
+	idle     time.Duration
+	maxConns int
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (t *tcpServer) serve() error {
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors and the like: wait, as
+			// net/http does, rather than spin.
+			t.s.log.Warn("accepting a TCP connection failed", "err", err)
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if !t.track(c) {
+			t.s.tcpRefused.Inc()
+			c.Close()
+			continue
+		}
+		go t.conn(c)
+	}
+}
+
+// track registers c, false when the server is full or shutting down.
+func (t *tcpServer) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed || len(t.conns) >= t.maxConns {
+		return false
+	}
+	if t.conns == nil {
+		t.conns = make(map[net.Conn]struct{})
+	}
+	t.conns[c] = struct{}{}
+	t.wg.Add(1)
+	t.s.tcpConns.Inc()
+	return true
+}
+
+func (t *tcpServer) untrack(c net.Conn) {
+	t.mu.Lock()
+	delete(t.conns, c)
+	t.mu.Unlock()
+	t.s.tcpConns.Dec()
+	t.wg.Done()
+}
+
+// shutdown stops accepting and makes every connection end after the
+// query it is answering, then waits for them.
+func (t *tcpServer) shutdown() {
+	t.ln.Close()
+	t.mu.Lock()
+	t.closed = true
+	for c := range t.conns {
+		_ = c.SetReadDeadline(time.Now())
+	}
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// conn serves one connection. Queries a client pipelines are read from
+// one buffer and their responses written together once it is drained, so
+// a busy connection costs a system call per burst, not two per query.
+func (t *tcpServer) conn(c net.Conn) {
+	defer t.untrack(c)
+	defer c.Close()
+	w := &worker{s: t.s, tcp: true, in: make([]byte, 512), out: make([]byte, 0, 512)}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		w.from = a.AddrPort()
+	}
+	r := bufio.NewReader(c)
+	var pending []byte
+	for {
+		if r.Buffered() == 0 {
+			if len(pending) > 0 {
+				_ = c.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
+				if _, err := c.Write(pending); err != nil {
+					return
+				}
+				pending = pending[:0]
+			}
+			t.mu.Lock()
+			closed := t.closed
+			t.mu.Unlock()
+			if closed || c.SetReadDeadline(time.Now().Add(t.idle)) != nil {
+				return
+			}
+		}
+		var l [2]byte
+		if _, err := io.ReadFull(r, l[:]); err != nil {
+			return
+		}
+		n := int(be16(l[:]))
+		if cap(w.in) < n {
+			w.in = make([]byte, n)
+		}
+		if _, err := io.ReadFull(r, w.in[:n]); err != nil {
+			return
+		}
+		if out := w.handle(w.in[:n]); out != nil {
+			pending = append(pending, byte(len(out)>>8), byte(len(out)))
+			pending = append(pending, out...)
+		}
+	}
+}

@@ -1,0 +1,280 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// serve starts srv on a loopback port and stops it when the test ends.
+func serve(t *testing.T, srv *Server, addr string) string {
+	t.Helper()
+	l, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return l.Addr
+}
+
+func pack(t *testing.T, id uint16, name string, qtype uint16) []byte {
+	t.Helper()
+	m := new(dns.Msg).SetQuestion(name, qtype)
+	m.Id = id
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A burst of datagrams, read and answered in batches, each gets its own
+// answer at its own address: over IPv4 and IPv6.
+func TestUDPBurst(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		srv := newServer(t, testSnapshot(t, 0))
+		at := serve(t, srv, addr)
+		var conns []net.Conn
+		for range 3 {
+			c, err := net.Dial("udp", at)
+			if err != nil {
+				t.Skipf("%s: %v", addr, err) // no IPv6 loopback here
+			}
+			defer c.Close()
+			conns = append(conns, c)
+		}
+		const n = 200
+		for i := range n {
+			name := "kubernetes.default.svc.cluster.local."
+			if i%2 == 1 {
+				name = "nope.default.svc.cluster.local."
+			}
+			if _, err := conns[i%3].Write(pack(t, uint16(i), name, dns.TypeA)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seen := map[uint16]bool{}
+		buf := make([]byte, 4096)
+		for i, c := range conns {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			for j := i; j < n; j += len(conns) {
+				k, err := c.Read(buf)
+				if err != nil {
+					t.Fatalf("%s: %d of %d queries answered: %v", addr, len(seen), n, err)
+				}
+				var m dns.Msg
+				if err := m.Unpack(buf[:k]); err != nil {
+					t.Fatalf("%s: %v", addr, err)
+				}
+				if int(m.Id)%len(conns) != i {
+					t.Fatalf("%s: answer %d reached the socket of query %d", addr, m.Id, i)
+				}
+				want := dns.RcodeSuccess
+				if m.Id%2 == 1 {
+					want = dns.RcodeNameError
+				}
+				if m.Rcode != want || seen[m.Id] {
+					t.Fatalf("%s: answer %d: rcode %s, seen before %v", addr, m.Id, dns.RcodeToString[m.Rcode], seen[m.Id])
+				}
+				seen[m.Id] = true
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%s: %d of %d queries answered", addr, len(seen), n)
+		}
+	}
+}
+
+// Queries pipelined on one connection are answered in order, each whole.
+func TestTCPPipelined(t *testing.T) {
+	at := serve(t, newServer(t, testSnapshot(t, 300)), "127.0.0.1:0")
+	c, err := net.Dial("tcp", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var burst []byte
+	for i := range 50 {
+		name := "kubernetes.default.svc.cluster.local."
+		if i%5 == 0 {
+			name = "big.default.svc.cluster.local."
+		}
+		q := pack(t, uint16(i), name, dns.TypeA)
+		burst = binary.BigEndian.AppendUint16(burst, uint16(len(q)))
+		burst = append(burst, q...)
+	}
+	if _, err := c.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for i := range 50 {
+		var l [2]byte
+		if _, err := io.ReadFull(c, l[:]); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		b := make([]byte, binary.BigEndian.Uint16(l[:]))
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		var m dns.Msg
+		if err := m.Unpack(b); err != nil {
+			t.Fatal(err)
+		}
+		want := 1
+		if i%5 == 0 {
+			want = 300
+		}
+		if int(m.Id) != i || len(m.Answer) != want || m.Truncated {
+			t.Fatalf("answer %d: id %d, %d records (want %d), TC %v", i, m.Id, len(m.Answer), want, m.Truncated)
+		}
+	}
+}
+
+// A connection that sends nothing is closed after the idle time, and
+// past the maximum a new connection is closed at once while the open ones
+// keep working.
+func TestTCPBounds(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 0))
+	srv.TCPIdle, srv.TCPMaxConns = 300*time.Millisecond, 2
+	at := serve(t, srv, "127.0.0.1:0")
+	client := &dns.Client{Net: "tcp", Timeout: 2 * time.Second}
+	var open []*dns.Conn
+	for range 2 {
+		c, err := client.Dial(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		open = append(open, c)
+	}
+	q := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
+	for _, c := range open {
+		if r, _, err := client.ExchangeWithConn(q, c); err != nil || len(r.Answer) != 1 {
+			t.Fatalf("open connection: %v %v", r, err)
+		}
+	}
+	third, err := client.Dial(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	if _, _, err := client.ExchangeWithConn(q, third); err == nil {
+		t.Fatal("a third connection was served past the maximum of 2")
+	}
+	// A silent connection goes after the idle time, query or not before.
+	start := time.Now()
+	_ = open[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := open[0].Read(make([]byte, 1)); err == nil {
+		t.Fatal("an idle connection got data")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("idle connection closed after %v, idle time 300ms", d)
+	}
+	// Its slot is free again.
+	waitUntil(t, func() bool {
+		c, err := client.Dial(at)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		r, _, err := client.ExchangeWithConn(q, c)
+		return err == nil && len(r.Answer) == 1
+	})
+}
+
+func waitUntil(t *testing.T, f func() bool) {
+	t.Helper()
+	for range 100 {
+		if f() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("condition not met within 2s")
+}
+
+// A 0x20 query is answered from the cache made by any spelling, with its
+// own spelling in the question section.
+func TestMixedCaseFromCache(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 0))
+	w := &worker{s: srv}
+	for i, name := range []string{"KuBeRnEtEs.default.svc.cluster.local.", "kubernetes.default.svc.cluster.local.", "kubernetes.DEFAULT.svc.cluster.local."} {
+		var m dns.Msg
+		if err := m.Unpack(w.handle(pack(t, uint16(i), name, dns.TypeA))); err != nil {
+			t.Fatal(err)
+		}
+		if m.Question[0].Name != name || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.96.0.1" {
+			t.Fatalf("query %d (%s): %v", i, name, &m)
+		}
+	}
+	c := srv.cacheFor(srv.snapshot())
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].m)
+	}
+	if n != 1 {
+		t.Fatalf("%d cache entries for three spellings of one question, want 1", n)
+	}
+}
+
+// Cached answers still rotate: successive queries for four records start
+// at each of them in turn.
+func TestCachedRotation(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 4))
+	w := &worker{s: srv}
+	q := pack(t, 1, "big.default.svc.cluster.local.", dns.TypeA)
+	firsts := map[string]int{}
+	for range 2 * rotations {
+		var m dns.Msg
+		if err := m.Unpack(w.handle(q)); err != nil || len(m.Answer) != 4 {
+			t.Fatalf("%v %v", &m, err)
+		}
+		firsts[m.Answer[0].(*dns.A).A.String()]++
+	}
+	if len(firsts) != 4 {
+		t.Fatalf("first records over %d queries: %v, want each of the 4 in turn", 2*rotations, firsts)
+	}
+	for a, k := range firsts {
+		if k != 2*rotations/4 {
+			t.Fatalf("first records: %v, want an even spread (%s)", firsts, a)
+		}
+	}
+}
+
+// A truncated answer is cached for its size only: a client with a larger
+// buffer gets the whole answer.
+func TestTruncationCachedBySize(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 60))
+	w := &worker{s: srv}
+	ask := func(size uint16) *dns.Msg {
+		m := new(dns.Msg).SetQuestion("big.default.svc.cluster.local.", dns.TypeA)
+		m.SetEdns0(size, false)
+		b, _ := m.Pack()
+		var r dns.Msg
+		if err := r.Unpack(w.handle(b)); err != nil {
+			t.Fatal(err)
+		}
+		return &r
+	}
+	for range 2 {
+		if r := ask(512); !r.Truncated || len(r.Answer) != 0 {
+			t.Fatalf("60 records in 512 octets: TC %v, %d records", r.Truncated, len(r.Answer))
+		}
+		if r := ask(4096); r.Truncated || len(r.Answer) != 60 {
+			t.Fatalf("60 records in 4096 octets: TC %v, %d records", r.Truncated, len(r.Answer))
+		}
+	}
+}

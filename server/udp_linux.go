@@ -1,0 +1,168 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// batch is how many datagrams one recvmmsg takes and one sendmmsg sends.
+// Under load the socket queue holds many queries; taking them together
+// pays the system call once per batch instead of twice per query, which
+// is most of what answering from memory costs.
+const batch = 32
+
+// mmsghdr is struct mmsghdr of recvmmsg(2) and sendmmsg(2).
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+	_   [4]byte
+}
+
+// udpBatch is one socket reader's batch state. The kernel writes into
+// in, names and the headers; every pointer in them points into this
+// struct's own arrays and buffers, allocated once.
+type udpBatch struct {
+	w     *worker
+	rc    syscall.RawConn
+	in    [batch]mmsghdr
+	out   [batch]mmsghdr
+	inIov [batch]unix.Iovec
+	outIo [batch]unix.Iovec
+	names [batch]unix.RawSockaddrInet6 // large enough for IPv4 too
+	bufs  [batch][]byte
+	resps [batch][]byte
+
+	got, sent int   // results of the last recvmmsg / sendmmsg
+	pending   int   // responses to send in out[sent:pending]
+	errno     error // of the last call
+	recv      func(fd uintptr) bool
+	send      func(fd uintptr) bool
+}
+
+// serveUDP reads and answers until the socket's read deadline is set in
+// the past, then returns; the socket stays open for the caller to close,
+// so the answers being written when shutdown starts still go out.
+func (s *Server) serveUDP(pc *net.UDPConn) error {
+	rc, err := pc.SyscallConn()
+	if err != nil {
+		return s.serveEach(pc)
+	}
+	b := &udpBatch{w: s.newUDPWorker(pc), rc: rc}
+	for i := range batch {
+		b.bufs[i] = make([]byte, udpBufSize)
+		b.resps[i] = make([]byte, 0, 512)
+		b.inIov[i].Base = &b.bufs[i][0]
+		b.in[i].hdr.Iov = &b.inIov[i]
+		b.in[i].hdr.SetIovlen(1)
+		b.in[i].hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+		b.out[i].hdr.Iov = &b.outIo[i]
+		b.out[i].hdr.SetIovlen(1)
+	}
+	b.recv = b.recvmmsg
+	b.send = b.sendmmsg
+	for {
+		if err := rc.Read(b.recv); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			s.log.Warn("reading UDP queries failed", "err", err)
+			continue
+		}
+		if b.errno != nil {
+			s.log.Warn("reading UDP queries failed", "err", b.errno)
+			continue
+		}
+		b.answer()
+		b.flush()
+	}
+}
+
+// recvmmsg is rc.Read's callback: false asks the poller to wait.
+func (b *udpBatch) recvmmsg(fd uintptr) bool {
+	for i := range batch {
+		b.inIov[i].SetLen(udpBufSize)
+		b.in[i].hdr.Namelen = uint32(unsafe.Sizeof(b.names[i]))
+		b.in[i].hdr.Flags = 0
+	}
+	n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), batch, 0, 0, 0)
+	switch e {
+	case unix.EAGAIN:
+		return false
+	case unix.EINTR:
+		return false // the poller calls again
+	case 0:
+		b.got, b.errno = int(n), nil
+	default:
+		b.got, b.errno = 0, e
+	}
+	return true
+}
+
+// answer handles each datagram read and queues its response, addressed
+// to the sockaddr it came from.
+func (b *udpBatch) answer() {
+	b.pending, b.sent = 0, 0
+	w := b.w
+	for i := range b.got {
+		from, ok := addrPort(&b.names[i])
+		if !ok {
+			continue
+		}
+		w.from = from
+		w.out = b.resps[i][:0]
+		out := w.handle(b.bufs[i][:b.in[i].n])
+		if out == nil {
+			continue
+		}
+		b.resps[i] = out[:0] // keep the grown buffer for the next batch
+		j := b.pending
+		b.outIo[j].Base = &out[0]
+		b.outIo[j].SetLen(len(out))
+		b.out[j].hdr.Name = b.in[i].hdr.Name
+		b.out[j].hdr.Namelen = b.in[i].hdr.Namelen
+		b.pending++
+	}
+}
+
+// flush sends the queued responses. A datagram the kernel refuses (the
+// client's port closed, no route) is dropped, as sendto's error would be.
+func (b *udpBatch) flush() {
+	for b.sent < b.pending {
+		if err := b.rc.Write(b.send); err != nil {
+			return // socket closed
+		}
+	}
+}
+
+func (b *udpBatch) sendmmsg(fd uintptr) bool {
+	n, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.pending-b.sent), 0, 0, 0)
+	switch e {
+	case 0:
+		b.sent += int(n)
+	case unix.EAGAIN, unix.EINTR:
+		return false
+	default:
+		b.sent++ // the first unsent one failed: skip it
+	}
+	return true
+}
+
+// addrPort reads the client address out of a sockaddr without allocating.
+func addrPort(sa *unix.RawSockaddrInet6) (netip.AddrPort, bool) {
+	port := binary.BigEndian.Uint16((*[2]byte)(unsafe.Pointer(&sa.Port))[:])
+	switch sa.Family {
+	case unix.AF_INET:
+		sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa4.Addr), port), true
+	case unix.AF_INET6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), port), true
+	}
+	return netip.AddrPort{}, false
+}
