@@ -61,6 +61,9 @@ func (b *Batch) mutable(name string) *Node {
 // Put stores an entry of owner, replacing the one at the same key.
 func (b *Batch) Put(owner string, e Entry) {
 	n := b.mutable(owner)
+	if e.Value.Group == n.Name {
+		e.Value.Group = n.Name // the node's copy: one per name, not per record
+	}
 	i, found := slices.BinarySearchFunc(n.Entries, e.Key, func(x Entry, k string) int { return strings.Compare(x.Key, k) })
 	if found {
 		n.Entries[i] = e
@@ -106,6 +109,9 @@ func (b *Batch) Done(serial uint32) *Zone {
 			delete(b.z.names[shardOf(name)], name)
 			continue
 		}
+		if cap(n.Entries) > len(n.Entries)+len(n.Entries)/4 {
+			n.Entries = slices.Clone(n.Entries) // what appends left spare stays with the snapshot
+		}
 		n.Sets = buildSets(n.Name, n.Entries, b.z.TTL, b.z.Cluster)
 	}
 	if !b.z.Reverse {
@@ -145,7 +151,7 @@ func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []R
 			if t, ok := ttls[e.Type]; !ok || rr.Header().Ttl < t {
 				ttls[e.Type] = rr.Header().Ttl
 			}
-			id := dns.TypeToString[e.Type] + " " + strings.TrimPrefix(rr.String(), rr.Header().String())
+			id := rdata(rr)
 			if seen[id] {
 				continue
 			}
@@ -178,6 +184,19 @@ func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []R
 		}
 	}
 	return sets
+}
+
+// rdata identifies a record by type and data, for deduplication. Addresses,
+// most of a large zone, skip the text form: at a million records it is
+// seconds of a cold start.
+func rdata(rr dns.RR) string {
+	switch r := rr.(type) {
+	case *dns.A:
+		return "A " + string(r.A)
+	case *dns.AAAA:
+		return "AAAA " + string(r.AAAA)
+	}
+	return dns.TypeToString[rr.Header().Rrtype] + " " + strings.TrimPrefix(rr.String(), rr.Header().String())
 }
 
 func newRR(owner string, e Entry, defTTL uint32) dns.RR {

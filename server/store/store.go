@@ -20,8 +20,11 @@ import (
 )
 
 // PageSize bounds one range request of the initial load, so a large zone
-// never becomes one huge etcd response.
-const PageSize = 1000
+// never becomes one huge etcd response. It is large because etcd 3.5
+// counts every key left in the range for each page (etcd-io/etcd#11057):
+// at 1,000 keys a page a million-key zone took minutes, at 50,000 the
+// counting costs about a second in all, and a page is about 15 MiB.
+const PageSize = 50_000
 
 // Store holds the current snapshot and keeps it current.
 type Store struct {
@@ -41,6 +44,9 @@ type Store struct {
 	restarts  prometheus.Counter
 	malformed *prometheus.CounterVec
 
+	pageSize int64 // PageSize; tests page a small load
+	interned map[string]string
+
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
 	afterLoad func()
@@ -55,9 +61,11 @@ type Malformed struct {
 // metrics are registered on reg.
 func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Store {
 	s := &Store{
-		cli: cli, zones: zones, timeout: timeout, log: log,
+		cli: cli, zones: zones, timeout: timeout, log: log, pageSize: PageSize,
 		ready: make(chan struct{}),
 		bad:   map[string]Malformed{},
+
+		interned: map[string]string{},
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_records", Help: "Valid values held, per zone.",
 		}, []string{"zone"}),
@@ -157,6 +165,8 @@ func (s *Store) publish(sn *snap.Snapshot) {
 // every later page asks for it, so the snapshot is one point in etcd's
 // history even when the load takes several requests.
 func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a fetch still running when a page fails
 	var rev int64
 	var out []*snap.Zone
 	for _, c := range s.zones {
@@ -165,34 +175,87 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 			return nil, fmt.Errorf("zone %s: prefix %q is not valid", c.Name, c.Prefix)
 		}
 		b := z.Edit()
-		key, end := z.Range, clientv3.GetPrefixRangeEnd(z.Range)
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(PageSize)}
-			if rev != 0 {
-				opts = append(opts, clientv3.WithRev(rev))
-			}
-			rctx, cancel := context.WithTimeout(ctx, s.timeout)
-			resp, err := s.cli.Get(rctx, key, opts...)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("range %s: %w", z.Range, err)
+		// The next page is asked for while this one is decoded: etcd's
+		// work and ours overlap.
+		pages := make(chan page, 1)
+		go s.fetch(ctx, z.Range, clientv3.GetPrefixRangeEnd(z.Range), rev, pages)
+		for p := range pages {
+			if p.err != nil {
+				return nil, fmt.Errorf("range %s: %w", z.Range, p.err)
 			}
 			if rev == 0 {
-				rev = resp.Header.Revision
+				rev = p.resp.Header.Revision
 			}
-			for _, kv := range resp.Kvs {
+			for _, kv := range p.resp.Kvs {
 				s.put(z, b, string(kv.Key), kv.Value)
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
-			}
-			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 		// Deletions leave no trace in a range, so the load revision is the
 		// only serial that never goes backwards across restarts.
 		out = append(out, b.Done(uint32(rev)))
 	}
 	return snap.NewSnapshot(rev, out), nil
+}
+
+// intern returns one shared copy of a string that many values repeat:
+// every record of an object names the same source, and of a cluster the
+// same cluster. At a million records that is tens of MiB. The table is
+// emptied when it grows past maxInterned, so objects that come and go
+// cannot grow it without end.
+func (s *Store) intern(v string) string {
+	if v == "" {
+		return v
+	}
+	if x, ok := s.interned[v]; ok {
+		return x
+	}
+	if len(s.interned) >= maxInterned {
+		clear(s.interned)
+	}
+	s.interned[v] = v
+	return v
+}
+
+const maxInterned = 1 << 17
+
+type page struct {
+	resp *clientv3.GetResponse
+	err  error
+}
+
+// fetch sends the pages of [key, end) at rev (0: the current revision,
+// then the first page's) to pages, and closes it after the last one or an
+// error.
+func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages chan<- page) {
+	defer close(pages)
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(s.pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Get(rctx, key, opts...)
+		cancel()
+		if err != nil {
+			select {
+			case pages <- page{err: err}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision // later pages read the same point in history
+		}
+		select {
+		case pages <- page{resp: resp}:
+		case <-ctx.Done():
+			return
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
 }
 
 // put applies one stored value; a malformed one removes what the key held
@@ -208,6 +271,7 @@ func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
 	}
 	owner, e, err := z.Parse(key, value)
 	if err == nil {
+		e.Value.Source, e.Value.Cluster = s.intern(e.Value.Source), s.intern(e.Value.Cluster)
 		b.Put(owner, e)
 		s.forget(key)
 		return
@@ -237,6 +301,10 @@ func (s *Store) forget(key string) {
 	delete(s.bad, key)
 	s.mu.Unlock()
 }
+
+// maxCoalesced bounds the events of waiting watch responses applied as
+// one snapshot.
+const maxCoalesced = 100_000
 
 // errWatchClosed reports a watch channel closed without an error.
 var errWatchClosed = errors.New("watch channel closed")
@@ -295,8 +363,32 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
 			continue
 		}
 		// A response never splits a revision, and applying it whole keeps
-		// every transaction in it atomic for queries.
-		next, changed := s.apply(cur, r.resp.Events)
+		// every transaction in it atomic for queries. Responses that are
+		// already waiting go into the same snapshot: under a burst one
+		// snapshot per response would copy the touched shards again and
+		// again, and the burst would land later, not sooner.
+		events := r.resp.Events
+		var pending error
+	drain:
+		for len(events) < maxCoalesced {
+			select {
+			case more := <-ch:
+				if more.err != nil {
+					pending = more.err
+					break drain
+				}
+				events = append(events[:len(events):len(events)], more.resp.Events...)
+			default:
+				break drain
+			}
+		}
+		next, changed := s.apply(cur, events)
+		if pending != nil {
+			if changed {
+				s.publish(next)
+			}
+			return pending
+		}
 		if !changed {
 			// Keys under the prefix but outside our zones (another cluster's
 			// tree in a shared etcd): republishing would only throw away

@@ -52,10 +52,13 @@ var testZones = []snap.Config{
 	{Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5},
 }
 
+// testPageSize makes the loads of these tests take several pages.
+const testPageSize = 100
+
 func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
 	t.Helper()
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.afterLoad = hook
+	s.afterLoad, s.pageSize = hook, testPageSize
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
@@ -103,7 +106,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 
 func TestLoadPaginatesAtOneRevision(t *testing.T) {
 	cli := startEtcd(t)
-	n := PageSize*2 + 17
+	n := testPageSize*2 + 17
 	for i := range n {
 		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
 	}
