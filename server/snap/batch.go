@@ -54,7 +54,9 @@ func (b *Batch) mutable(name string) *Node {
 	}
 	b.z.names[i][name] = &c
 	b.dirty[name] = true
-	b.had[name] = len(c.Entries) > 0
+	if len(c.Entries) > 0 {
+		b.had[name] = true // only the true ones: a load starts from nothing
+	}
 	return &c
 }
 

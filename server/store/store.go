@@ -326,7 +326,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
 		resp clientv3.WatchResponse
 		err  error
 	}
-	ch := make(chan result)
+	// Buffered, so that responses etcd has sent queue here while one is
+	// applied, where the loop below can take them together.
+	ch := make(chan result, 1024)
 	for _, p := range prefixes {
 		wch := s.cli.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(cur.Rev+1), clientv3.WithProgressNotify())
 		go func() {
