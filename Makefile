@@ -24,6 +24,7 @@ tools:
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./integration/...
+	$(GO) vet -tags bench ./bench/...
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 
@@ -44,11 +45,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./keys
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) ./server
 
-## bench: the benchmark scripts; each prints a table with the peers measured in the same run
-bench: tools build
-	bench/dnsd/run.sh
-	bench/publisher/run.sh
-	bench/e2e/run.sh
+## bench: every benchmark script, each with its peers measured in the same run; regenerates BENCHMARKS.md
+bench: tools
+	bench/run.sh
 
 clean:
 	rm -rf $(BIN) .cache/run

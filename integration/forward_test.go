@@ -27,7 +27,7 @@ func startKnot(t *testing.T) string {
 	for i := range bigTXT {
 		zone += fmt.Sprintf("big TXT \"record %02d %s\"\n", i, strings.Repeat("x", 60))
 	}
-	return harness.StartKnot(t, "example.test", zone)
+	return harness.StartKnot(t, "example.test", zone).Addr
 }
 
 func forwardAsk(t *testing.T, network, addr, name string, qtype uint16, rd bool, edns uint16) *dns.Msg {

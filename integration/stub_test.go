@@ -60,7 +60,7 @@ func stubCall(c *http.Client, method, url, body string) (int, string, error) {
 func startStubKnot(t *testing.T) string {
 	return harness.StartKnot(t, "myfederation.svc.federation", "$TTL 30\n"+
 		"@ SOA ns hostmaster 7 3600 900 604800 20\n@ NS ns\nns A 127.0.0.1\n"+
-		"myservice.myns A 10.0.3.64\nmyservice.myns A 104.32.64.130\nmyservice.myns A 108.120.45.12\n")
+		"myservice.myns A 10.0.3.64\nmyservice.myns A 104.32.64.130\nmyservice.myns A 108.120.45.12\n").Addr
 }
 
 // optionProbe is a nameserver in the test process that answers every

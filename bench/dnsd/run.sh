@@ -1,17 +1,33 @@
 #!/usr/bin/env bash
-# dnsd against its peers on the same 1,000 service names, in one run (see
-# bench/dnsd/bench_test.go): dnsd, CoreDNS etcd plugin + cache on the same
-# keys, and CoreDNS kubernetes plugin with and without cache on the same
-# objects in a real kube-apiserver. Prints QPS and latency per server with
-# dnsd's ratio to each, then dnsd's etcd put-to-answer latency.
+# dnsd against its peers on the same world, in one run (see
+# bench/dnsd/bench_test.go). Builds and starts, one at a time on 127.0.0.1:
+# dnsd on the records in a real etcd; Knot DNS on a zone file of the same
+# names; CoreDNS's kubernetes plugin with cache 30 and without, on the same
+# objects in a real kube-apiserver; CoreDNS's etcd plugin + cache 30 on the
+# same keys as dnsd. Runs dnsperf against each in alternation on three
+# mixes (positive A/AAAA; ndots:5 search path, ~80% NXDOMAIN/NODATA; SRV
+# of a 250-endpoint headless service over TCP) and prints per server and
+# mix: QPS, p50/p99 latency at a fixed rate, CPU seconds of the server and
+# of its store, peak RSS, lost queries, and dnsd's ratio to each; then
+# dnsd's etcd put-to-answer latency.
 #
 #   bench/dnsd/run.sh
-#   SERVICES=1000 ROUNDS=3 DURATION=10 CLIENTS=4 KUBE=0 bench/dnsd/run.sh
+#   SERVICES=1000 ROUNDS=3 DURATION=10 CLIENTS=4 RATE=5000 SRV_RATE=200 \
+#     CHANGES=200 OUT=/tmp/peers.md bench/dnsd/run.sh
 #
-# KUBE=0 leaves out the kubernetes plugin (and kube-apiserver). Everything
-# listens on 127.0.0.1 on ports the harness picks.
+# SERVICES  ClusterIP services over 20 namespaces (default 1000, 40-60000)
+# ROUNDS    rounds of every mix against every server (default 3)
+# DURATION  seconds of each dnsperf run (default 10)
+# CLIENTS   dnsperf -c (default 4)
+# RATE      fixed qps of the latency runs of the UDP mixes (default 5000)
+# SRV_RATE  fixed qps of the latency runs of the SRV mix (default 200)
+# CHANGES   etcd changes timed for put-to-answer (default 200)
+# OUT       if set, the tables are also written to this file as Markdown
+#
+# Needs hack/tools.sh (etcd, kube-apiserver, coredns) and dnsperf and knotd
+# from the system packages.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 hack/tools.sh >/dev/null
-go test -tags bench -run '^TestPeers$' -count=1 -v -timeout 30m ./bench/dnsd/ |
+go test -tags bench -run '^TestPeers$' -count=1 -v -timeout 60m ./bench/dnsd/ |
   grep -v -E '^(=== RUN|--- PASS|PASS$|ok )'

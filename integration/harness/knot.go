@@ -7,10 +7,17 @@ import (
 	"testing"
 )
 
+// Knot is a running Knot DNS server. Its Process is exposed so benchmarks
+// can pause it and read its CPU time and memory from /proc.
+type Knot struct {
+	*Process
+	Addr string // 127.0.0.1:port, UDP and TCP
+}
+
 // StartKnot serves one zone from a real Knot DNS on a loopback port and
-// returns its address once it answers. zone is the zone file's body after
-// its $ORIGIN line.
-func StartKnot(t testing.TB, origin, zone string) string {
+// returns it once it answers. zone is the zone file's body after its
+// $ORIGIN line.
+func StartKnot(t testing.TB, origin, zone string) *Knot {
 	t.Helper()
 	bin := SystemTool(t, "knotd")
 	dir := t.TempDir()
@@ -36,7 +43,7 @@ zone:
 			t.Fatal(err)
 		}
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	StartProcess(t, bin, []string{"-c", filepath.Join(dir, "knot.conf")}, nil, func() error { return DNSAlive(addr) })
-	return addr
+	k := &Knot{Addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	k.Process = StartProcess(t, bin, []string{"-c", filepath.Join(dir, "knot.conf")}, nil, func() error { return DNSAlive(k.Addr) })
+	return k
 }

@@ -1,0 +1,221 @@
+//go:build bench
+
+package dnsdbench
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdns/etcdns/integration/harness"
+)
+
+// result is one server's figures on one mix, over all rounds.
+type result struct {
+	qps      []float64 // per round, at max throughput
+	cpu      float64   // server CPU seconds, summed over the throughput runs
+	storeCPU float64   // its store's CPU seconds in the same windows
+	answered float64   // queries answered in the throughput runs
+	lat      []float64 // ms, every answered query of the fixed-rate runs
+	lost     int       // in both runs
+}
+
+// measure loads s twice, alone on the machine's DNS side: at max
+// throughput (QPS, CPU time) and at the mix's fixed rate, well below every
+// server's capacity, for the latency of each query (at max throughput,
+// latency is mostly time spent queueing). It returns the QPS and the
+// queries lost in both runs.
+func (s *server) measure(t *testing.T, dnsperf string, m *mix, clients, duration int) (float64, int) {
+	r := s.res[m.name]
+	if r == nil {
+		r = &result{}
+		s.res[m.name] = r
+	}
+	cpu0, store0 := cpuSeconds(t, s.proc), cpuSeconds(t, s.stores...)
+	run := load(t, dnsperf, s.addr, m, clients, duration, false)
+	r.cpu += cpuSeconds(t, s.proc) - cpu0
+	r.storeCPU += cpuSeconds(t, s.stores...) - store0
+	r.qps = append(r.qps, run.qps)
+	r.answered += float64(run.answered)
+	r.lost += run.lost
+
+	qps, lost := run.qps, run.lost
+	run = load(t, dnsperf, s.addr, m, clients, duration, true)
+	r.lost += run.lost
+	r.lat = append(r.lat, run.lat...)
+	return qps, lost + run.lost
+}
+
+var (
+	reQPS       = regexp.MustCompile(`Queries per second:\s+([0-9.]+)`)
+	reLost      = regexp.MustCompile(`Queries lost:\s+([0-9]+)`)
+	reCompleted = regexp.MustCompile(`Queries completed:\s+([0-9]+)`)
+)
+
+// load runs dnsperf, or tcpperf for a TCP mix, for duration seconds, at
+// max throughput or at the mix's fixed rate.
+func load(t *testing.T, dnsperf, addr string, m *mix, clients, duration int, fixedRate bool) perfRun {
+	rate := 0
+	if fixedRate {
+		rate = m.rate
+	}
+	if m.tcp {
+		run, err := tcpperf(addr, m.queries, clients, time.Duration(duration)*time.Second, rate)
+		if err != nil {
+			t.Fatalf("tcpperf against %s: %v", addr, err)
+		}
+		return run
+	}
+	host, port, _ := strings.Cut(addr, ":")
+	args := []string{"-s", host, "-p", port, "-d", m.file, "-c", strconv.Itoa(clients), "-l", strconv.Itoa(duration)}
+	if fixedRate {
+		args = append(args, "-Q", strconv.Itoa(rate), "-v")
+	}
+	out, err := exec.Command(dnsperf, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dnsperf %s: %v\n%s", strings.Join(args, " "), err, tail(out))
+	}
+	run := perfRun{qps: parseFloat(t, reQPS, out), lost: int(parseFloat(t, reLost, out)), answered: int(parseFloat(t, reCompleted, out))}
+	for _, l := range strings.Split(string(out), "\n") {
+		// -v prints "> NOERROR name type 0.000162" for each answered query.
+		f := strings.Fields(l)
+		if len(f) == 5 && f[0] == ">" {
+			if v, err := strconv.ParseFloat(f[4], 64); err == nil {
+				run.lat = append(run.lat, v*1000)
+			}
+		}
+	}
+	return run
+}
+
+func parseFloat(t *testing.T, re *regexp.Regexp, out []byte) float64 {
+	m := re.FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("dnsperf output has no %s:\n%s", re, tail(out))
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+func tail(out []byte) []byte { return out[max(0, len(out)-2000):] }
+
+// cpuSeconds is the user plus system time the processes have used so far,
+// all threads included, from /proc/<pid>/stat.
+func cpuSeconds(t *testing.T, procs ...*harness.Process) float64 {
+	total := 0.0
+	for _, p := range procs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fields from the third on follow the command name in parentheses,
+		// which may hold spaces; utime and stime are fields 14 and 15.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		utime, _ := strconv.ParseFloat(f[11], 64)
+		stime, _ := strconv.ParseFloat(f[12], 64)
+		total += (utime + stime) / 100 // USER_HZ, 100 on every Linux ABI
+	}
+	return total
+}
+
+// peakRSS is the process's high-water resident set size in MiB (VmHWM).
+func peakRSS(t *testing.T, p *harness.Process) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", p.Pid())
+	return 0
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// percentile of sorted xs, 0 < p < 1.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	return xs[min(len(xs)-1, int(p*float64(len(xs))))]
+}
+
+// table is one mix's figures, dnsd first, with dnsd's QPS ratio to each
+// peer (dnsd/peer, above 1 means dnsd is faster) and whether dnsd's p99 is
+// no worse than the peer's.
+func table(t *testing.T, servers []*server, m *mix) (header []string, rows [][]string, notes []string) {
+	header = []string{"server", "QPS", "dnsd/peer QPS", "p50 ms", "p99 ms", "dnsd p99 <= peer",
+		"CPU s/run", "CPU us/query", "store CPU s/run", "peak RSS MiB", "lost"}
+	d := servers[0].res[m.name]
+	slices.Sort(d.lat)
+	for _, s := range servers {
+		r := s.res[m.name]
+		slices.Sort(r.lat)
+		ratio, p99ok, store := "-", "-", "-"
+		if s != servers[0] {
+			ratio = fmt.Sprintf("%.2fx", mean(d.qps)/mean(r.qps))
+			p99ok = "no"
+			if percentile(d.lat, 0.99) <= percentile(r.lat, 0.99) {
+				p99ok = "yes"
+			}
+		}
+		if len(s.stores) > 0 {
+			store = fmt.Sprintf("%.2f", r.storeCPU/float64(len(r.qps)))
+		}
+		rows = append(rows, []string{s.name, fmt.Sprintf("%.0f", mean(r.qps)), ratio,
+			fmt.Sprintf("%.3f", percentile(r.lat, 0.5)), fmt.Sprintf("%.3f", percentile(r.lat, 0.99)), p99ok,
+			fmt.Sprintf("%.2f", r.cpu/float64(len(r.qps))), fmt.Sprintf("%.1f", r.cpu/r.answered*1e6), store,
+			fmt.Sprintf("%.0f", peakRSS(t, s.proc)), strconv.Itoa(r.lost)})
+		if mean(r.qps) < 2*float64(m.rate) {
+			notes = append(notes, fmt.Sprintf("%s's max QPS is below twice the fixed rate of %d qps: its percentiles include queueing", s.name, m.rate))
+		}
+	}
+	return header, rows, notes
+}
+
+// plain renders a table with padded columns, markdown as a Markdown table.
+func plain(header []string, rows [][]string) string {
+	width := make([]int, len(header))
+	for _, r := range append([][]string{header}, rows...) {
+		for i, c := range r {
+			width[i] = max(width[i], len(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range append([][]string{header}, rows...) {
+		for i, c := range r {
+			if i == 0 {
+				fmt.Fprintf(&b, "%-*s", width[i], c)
+			} else {
+				fmt.Fprintf(&b, "  %*s", width[i], c)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func markdown(header []string, rows [][]string) string {
+	var b strings.Builder
+	b.WriteString("| " + strings.Join(header, " | ") + " |\n|" + strings.Repeat(" --- |", len(header)) + "\n")
+	for _, r := range rows {
+		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+	}
+	return b.String()
+}
