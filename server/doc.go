@@ -4,12 +4,18 @@
 // /debug/records, /debug/pprof).
 //
 // UDP is served by one reader per CPU on sockets sharing the port
-// (SO_REUSEPORT), each answering on the goroutine that read the query. A
-// query in the common shape (one lowercase question, at most a version-0
-// OPT) is answered from a cache of packed responses that belongs to one
-// snapshot and is dropped with it, so the cache can never serve old data;
-// everything else, and every first query, goes through miekg/dns and the
-// answer engine. TCP is served by miekg/dns.
+// (SO_REUSEPORT), each taking and answering datagrams in batches
+// (recvmmsg/sendmmsg on Linux) on the goroutine that read them. TCP gets a
+// goroutine per connection, at most Server.TCPMaxConns of them, each
+// closed when no query completes within Server.TCPIdle; pipelined queries
+// are answered in order and their responses written together. Both go
+// through one worker (query.go): a query in the common shape (one question
+// of letters, digits, '-' and '_' in either case, at most a version-0 OPT)
+// is answered from a cache of packed responses keyed by the lowercase
+// question, the EDNS state and the size it must fit, which belongs to one
+// snapshot and is dropped with it, so the cache can never serve old data.
+// An answer that rotates is cached in several orders. Everything else, and
+// every first query, goes through miekg/dns and the answer engine.
 //
 // With forwarding on (ClusterFirst), a recursion-desired question outside
 // every zone from an allowed client goes to server/forward instead of being
