@@ -34,7 +34,7 @@ version() { "$@" 2>&1 | head -1; }
 	echo "| kube-apiserver | $(version .cache/tools/bin/kube-apiserver --version) |"
 	echo "| CoreDNS | $(version .cache/tools/bin/coredns -version) |"
 	echo "| Knot DNS | $(version knotd --version) |"
-	echo "| dnsperf | $(version dnsperf -h | grep -m1 Version || true) |"
+	echo "| dnsperf | $(dnsperf -h 2>&1 | grep -m1 Version || true) |"
 	echo
 	echo "## dnsd against its peers (\`bench/dnsd/run.sh\`)"
 	echo
