@@ -4,7 +4,6 @@ package dnsdbench
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -37,10 +36,10 @@ func (s *server) measure(t *testing.T, dnsperf string, m *mix, clients, duration
 		r = &result{}
 		s.res[m.name] = r
 	}
-	cpu0, store0 := cpuSeconds(t, s.proc), cpuSeconds(t, s.stores...)
+	cpu0, store0 := cpuSeconds(s.proc), cpuSeconds(s.stores...)
 	run := load(t, dnsperf, s.addr, m, clients, duration, false)
-	r.cpu += cpuSeconds(t, s.proc) - cpu0
-	r.storeCPU += cpuSeconds(t, s.stores...) - store0
+	r.cpu += cpuSeconds(s.proc) - cpu0
+	r.storeCPU += cpuSeconds(s.stores...) - store0
 	r.qps = append(r.qps, run.qps)
 	r.answered += float64(run.answered)
 	r.lost += run.lost
@@ -105,39 +104,22 @@ func parseFloat(t *testing.T, re *regexp.Regexp, out []byte) float64 {
 
 func tail(out []byte) []byte { return out[max(0, len(out)-2000):] }
 
-// cpuSeconds is the user plus system time the processes have used so far,
-// all threads included, from /proc/<pid>/stat.
-func cpuSeconds(t *testing.T, procs ...*harness.Process) float64 {
-	total := 0.0
+// cpuSeconds is the user plus system time the processes have used so far.
+func cpuSeconds(procs ...*harness.Process) float64 {
+	total := time.Duration(0)
 	for _, p := range procs {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Fields from the third on follow the command name in parentheses,
-		// which may hold spaces; utime and stime are fields 14 and 15.
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		utime, _ := strconv.ParseFloat(f[11], 64)
-		stime, _ := strconv.ParseFloat(f[12], 64)
-		total += (utime + stime) / 100 // USER_HZ, 100 on every Linux ABI
+		total += p.CPU()
 	}
-	return total
+	return total.Seconds()
 }
 
 // peakRSS is the process's high-water resident set size in MiB (VmHWM).
 func peakRSS(t *testing.T, p *harness.Process) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
-	if err != nil {
-		t.Fatal(err)
+	hwm, ok := p.Memory()["VmHWM"]
+	if !ok {
+		t.Fatalf("no VmHWM in /proc/%d/status", p.Pid())
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			return kb / 1024
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", p.Pid())
-	return 0
+	return float64(hwm) / (1 << 20)
 }
 
 func mean(xs []float64) float64 {

@@ -122,7 +122,7 @@ func TestScale(t *testing.T) {
 	}
 	fmt.Printf("etcd: wrote %d keys in %d-op txns (%d writers) in %s (%.0f keys/s); count under /skydns/ %d; db size %s (in use %s); etcd RSS %s\n",
 		written, maxTxnOps, max(writers, 32), round(writeTook), float64(written)/writeTook.Seconds(), cnt.Count,
-		mib(st.DbSize), mib(st.DbSizeInUse), mib(procStatus(etcd.Pid())["VmRSS"]))
+		mib(st.DbSize), mib(st.DbSizeInUse), mib(harness.ProcMemory(etcd.Pid())["VmRSS"]))
 	tab.add("records (etcd keys)", fmt.Sprintf("%d (%d services x %d endpoints, %s)", cnt.Count, w.n, w.m, kind), "1,000,000", "")
 	tab.add("etcd write of the world", fmt.Sprintf("%s (%.0f keys/s), db %s", round(writeTook), float64(written)/writeTook.Seconds(), mib(st.DbSize)), "context", "")
 	// The floor under dnsd's load: only reading the keys at one revision,
@@ -155,7 +155,7 @@ func TestScale(t *testing.T) {
 	dnsAddr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 	ops := "http://" + fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 	var profWG sync.WaitGroup
-	etcdCPU0 := procCPU(etcd.Pid())
+	etcdCPU0 := harness.ProcCPU(etcd.Pid())
 	start = time.Now()
 	dnsd := harness.StartProcess(t, bin, []string{
 		"--etcd.endpoints=" + etcd.Endpoint, "--dnsd.listen=" + dnsAddr, "--dnsd.metrics-listen=" + strings.TrimPrefix(ops, "http://"),
@@ -209,8 +209,8 @@ func TestScale(t *testing.T) {
 		t.Fatalf("dnsd not ready (%v) or not answering %s correctly (%v) after COLD_TIMEOUT", readyAt, lastName, answerAt)
 	}
 	pid := dnsd.Pid()
-	dnsdCPU, etcdCPU := procCPU(pid), procCPU(etcd.Pid())-etcdCPU0
-	afterLoad, heapAfterLoad := procStatus(pid), metric(ops, "go_memstats_heap_inuse_bytes")
+	dnsdCPU, etcdCPU := harness.ProcCPU(pid), harness.ProcCPU(etcd.Pid())-etcdCPU0
+	afterLoad, heapAfterLoad := harness.ProcMemory(pid), metric(ops, "go_memstats_heap_inuse_bytes")
 	fmt.Printf("dnsd cold start: /readyz OK after %s, %s answered correctly after %s; VmRSS %s, VmHWM %s, Go heap in use %s\n",
 		round(readyAt), lastName, round(answerAt), mib(afterLoad["VmRSS"]), mib(afterLoad["VmHWM"]), mib(heapAfterLoad))
 	fmt.Printf("  CPU used meanwhile (user+sys): dnsd %s, etcd %s\n", round(dnsdCPU), round(etcdCPU))
@@ -218,7 +218,7 @@ func TestScale(t *testing.T) {
 		fmt.Printf("  dnsd log: %s\n", l)
 	}
 	time.Sleep(idle)
-	afterIdle, heapAfterIdle := procStatus(pid), metric(ops, "go_memstats_heap_inuse_bytes")
+	afterIdle, heapAfterIdle := harness.ProcMemory(pid), metric(ops, "go_memstats_heap_inuse_bytes")
 	fmt.Printf("dnsd after %s idle: VmRSS %s, VmHWM %s, Go heap in use %s\n",
 		idle, mib(afterIdle["VmRSS"]), mib(afterIdle["VmHWM"]), mib(heapAfterIdle))
 	profWG.Wait()
@@ -253,7 +253,7 @@ func TestScale(t *testing.T) {
 			}()
 			time.Sleep(100 * time.Millisecond) // let the profile start first
 		}
-		cpu0 := procCPU(pid)
+		cpu0 := harness.ProcCPU(pid)
 		res := runBurst(t, cli, w, dnsAddr, burst, writers, run, burstTimeout)
 		if !res.allRight {
 			// dnsd is still behind: a next burst would measure the backlog.
@@ -264,7 +264,7 @@ func TestScale(t *testing.T) {
 			break
 		}
 		fmt.Printf("burst %d: %d services rolled, %d puts + %d deletes in %d txns written in %s; highest revision's name %s right after %s; verified %d names: %s; dnsd CPU %s\n",
-			run, res.services, res.puts, res.deletes, res.txns, round(res.write), res.lastName, round(res.lastVisible), res.names, res.verify, round(procCPU(pid)-cpu0))
+			run, res.services, res.puts, res.deletes, res.txns, round(res.write), res.lastName, round(res.lastVisible), res.names, res.verify, round(harness.ProcCPU(pid)-cpu0))
 		tab.add(fmt.Sprintf("burst %d visible (%d puts + %d deletes, etcd write %s)", run, res.puts, res.deletes, round(res.write)),
 			round(res.visible).String(), "<= 1s", pass(res.visible <= targetBurst && res.allRight))
 		if cpu != nil {
@@ -279,7 +279,7 @@ func TestScale(t *testing.T) {
 		fmt.Printf("queries during the bursts: %s\n", ls)
 		tab.add(fmt.Sprintf("queries during bursts (paced at %d/s)", qps), ls.String(), "no SERVFAIL", pass(ls.servfail == 0 && ls.total > 0))
 	}
-	final := procStatus(pid)
+	final := harness.ProcMemory(pid)
 	tab.add("RSS / VmHWM after the bursts", mib(final["VmRSS"])+" / "+mib(final["VmHWM"]), "<= 500 MiB", pass(final["VmHWM"] <= targetRSS))
 
 	fmt.Println()
@@ -816,45 +816,6 @@ func (l *loop) stop() loopStats {
 	close(l.done)
 	l.wg.Wait()
 	return l.stats
-}
-
-// procStatus reads the kB fields of /proc/<pid>/status, in bytes.
-func procStatus(pid int) map[string]int64 {
-	out := map[string]int64{}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		fields := strings.Fields(v)
-		if ok && len(fields) == 2 && fields[1] == "kB" {
-			if n, err := strconv.ParseInt(fields[0], 10, 64); err == nil {
-				out[k] = n << 10
-			}
-		}
-	}
-	return out
-}
-
-// procCPU is the user+system CPU time a process has used, from
-// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The command name (field 2) may hold spaces; fields count from its ")".
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // metric reads one unlabelled sample from the Prometheus text endpoint;
