@@ -83,9 +83,9 @@ func (o Ops) records(w http.ResponseWriter, r *http.Request) {
 	}
 	if n != nil {
 		for _, e := range n.Entries {
-			fmt.Fprintf(w, "key %s %s %s\n", e.Key, typeLabel(e.Type), e.Value.Encode())
+			fmt.Fprintf(w, "key %s %s %s\n", z.Key(n.Name, e), typeLabel(e.Type), e.Value().Encode())
 		}
-		for _, set := range n.Sets {
+		for _, set := range n.Sets() {
 			for _, rr := range set.RRs {
 				fmt.Fprintf(w, "rr %s\n", strings.ReplaceAll(rr.String(), "\t", " "))
 			}

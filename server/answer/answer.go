@@ -196,9 +196,9 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 			continue
 		}
 		set := node.RRSet(qtype)
-		if qtype == dns.TypeANY && len(node.Sets) > 0 {
+		if qtype == dns.TypeANY && len(node.Sets()) > 0 {
 			// RFC 8482: one RRset is a complete answer to ANY.
-			set = node.Sets[0]
+			set = node.Sets()[0]
 		}
 		if len(set.RRs) == 0 {
 			r.negative = true
@@ -217,7 +217,7 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 func (r *resolver) apex(owner string, qtype uint16) bool {
 	switch qtype {
 	case dns.TypeSOA, dns.TypeANY:
-		if n := r.z.Node(r.z.Name); qtype == dns.TypeANY && n != nil && len(n.Sets) > 0 {
+		if n := r.z.Node(r.z.Name); qtype == dns.TypeANY && n != nil && len(n.Sets()) > 0 {
 			return false // records held at the apex are the one RRset
 		}
 		r.answer = append(r.answer, named(r.soa(r.o.SOA.TTL), owner))
@@ -293,7 +293,7 @@ func (r *resolver) pod(name string) (*snap.Node, bool) {
 			a := ip.As16()
 			rr = &dns.AAAA{Hdr: h, AAAA: a[:]}
 		}
-		return &snap.Node{Name: name, Sets: []snap.RRSet{{Type: h.Rrtype, RRs: []dns.RR{rr}}}}, true
+		return snap.NewNode(name, snap.RRSet{Type: h.Rrtype, RRs: []dns.RR{rr}}), true
 	}
 	return nil, true
 }

@@ -93,9 +93,9 @@ func (r *resolver) federated(name, owner string, qtype uint16) bool {
 			ip, ok := entryAddr(e, qtype)
 			switch {
 			case !ok:
-			case e.Value.Cluster == cluster && useExternal:
+			case e.Origin.Cluster == cluster && useExternal:
 				own = appendNew(own, ip)
-			case e.Value.Cluster != cluster:
+			case e.Origin.Cluster != cluster:
 				others = appendNew(others, ip)
 			}
 		}
@@ -160,11 +160,7 @@ func entryAddr(e snap.Entry, qtype uint16) (netip.Addr, bool) {
 	if e.Type != qtype {
 		return netip.Addr{}, false
 	}
-	ip, err := netip.ParseAddr(e.Value.Host)
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	return ip.Unmap(), true
+	return e.Addr, true
 }
 
 func appendNew(ips []netip.Addr, ip netip.Addr) []netip.Addr {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"maps"
 	"math"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -12,18 +11,16 @@ import (
 )
 
 // Batch derives a new zone from an old one. The old zone is never touched:
-// the first write to a shard copies that shard's map, and the first write to
-// a node copies the node, so a batch costs O(changed names + touched
-// shards), not O(zone). The trade-off: a batch that touches many names
-// copies most shards (about the size of the zone in map entries); the
-// initial load avoids that by starting from an empty zone.
+// the first write to a shard copies that shard's map (about shardSize
+// names), and the first write to a node copies the node, so a batch costs
+// O(changed names), not O(zone).
 type Batch struct {
-	z      *Zone
-	copied [shards]bool
-	dirty  map[string]bool // nodes copied in this batch, to rebuild
-	had    map[string]bool // whether a dirty node held entries before
+	z       *Zone
+	id      uint32   // stamped on the nodes this batch made, which it may change in place
+	copied  []uint64 // bit per shard of z.names that is this batch's own; nil: not even the slice is
+	touched []*Node  // nodes made in this batch, to finish in Done
 
-	podsCopied [shards]bool // pod index shards this batch owns
+	podsCopied [podShards]bool // pod index shards this batch owns
 
 	stubsCopied bool            // the stub table is this batch's own
 	stubCopied  map[string]bool // so are these domains' entries
@@ -32,41 +29,88 @@ type Batch struct {
 // Edit starts a batch on z.
 func (z *Zone) Edit() *Batch {
 	nz := *z
-	return &Batch{z: &nz, dirty: map[string]bool{}, had: map[string]bool{}}
+	z.line.batches++
+	return &Batch{z: &nz, id: z.line.batches}
 }
 
-func (b *Batch) mutable(name string) *Node {
-	i := shardOf(name)
-	if !b.copied[i] {
-		b.z.names[i] = maps.Clone(b.z.names[i])
-		b.copied[i] = true
+// Reserve sizes an empty zone for about n names, so a load does not grow
+// its maps, or split its shards, step by step. It does nothing once the
+// zone holds names.
+func (b *Batch) Reserve(n int) {
+	if b.z.Records > 0 || len(b.touched) > 0 || n <= 0 {
+		return
 	}
-	n := b.z.names[i][name]
-	if b.dirty[name] {
+	b.z.names = make([]map[string]*Node, shardsFor(n))
+	b.copied = make([]uint64, (len(b.z.names)+63)/64)
+	per := n/len(b.z.names) + n/len(b.z.names)/8 + 1
+	for i := range b.z.names {
+		b.z.names[i] = make(map[string]*Node, per)
+		b.copied[i/64] |= 1 << (i % 64)
+	}
+}
+
+// shard returns the batch's own map of name's shard.
+func (b *Batch) shard(name string) map[string]*Node {
+	if b.copied == nil {
+		b.z.names = slices.Clone(b.z.names)
+		b.copied = make([]uint64, (len(b.z.names)+63)/64)
+	}
+	i := b.z.shardOf(name)
+	if b.copied[i/64]&(1<<(i%64)) == 0 {
+		b.z.names[i] = maps.Clone(b.z.names[i])
+		if b.z.names[i] == nil {
+			b.z.names[i] = map[string]*Node{}
+		}
+		b.copied[i/64] |= 1 << (i % 64)
+	}
+	return b.z.names[i]
+}
+
+// mutable returns the batch's own copy of name's node, making the node
+// (and, through link, its parents) if it does not exist.
+func (b *Batch) mutable(name string) *Node {
+	m := b.shard(name)
+	n := m[name]
+	if n != nil && n.batch == b.id {
 		return n
 	}
-	var c Node
+	c := &Node{Name: name, batch: b.id, line: b.z.line}
 	if n != nil {
-		c = *n
-		c.Entries = slices.Clone(n.Entries)
-	} else {
-		c.Name = name
+		c.Entries, c.kids = slices.Clone(n.Entries), n.kids
 	}
-	b.z.names[i][name] = &c
-	b.dirty[name] = true
-	if len(c.Entries) > 0 {
-		b.had[name] = true // only the true ones: a load starts from nothing
+	m[name] = c
+	b.touched = append(b.touched, c)
+	if n == nil {
+		b.link(name, 1)
 	}
-	return &c
+	return c
 }
 
-// Put stores an entry of owner, replacing the one at the same key.
+// link counts a name that comes or goes in its parent, which exists
+// exactly while it has entries or children: so every empty non-terminal
+// is kept and none outlives the last name below it. Most changes stop at
+// the parent; only the first or last name of a subtree walks further.
+func (b *Batch) link(name string, delta int32) {
+	p, ok := b.z.parent(name)
+	if !ok {
+		return
+	}
+	n := b.mutable(p)
+	n.kids += delta
+	if len(n.Entries) == 0 && n.kids == 0 {
+		b.drop(n)
+	}
+}
+
+func (b *Batch) drop(n *Node) {
+	delete(b.shard(n.Name), n.Name)
+	b.link(n.Name, -1)
+}
+
+// Put stores an entry of owner, replacing the one with the same ID.
 func (b *Batch) Put(owner string, e Entry) {
 	n := b.mutable(owner)
-	if e.Value.Group == n.Name {
-		e.Value.Group = n.Name // the node's copy: one per name, not per record
-	}
-	i, found := slices.BinarySearchFunc(n.Entries, e.Key, func(x Entry, k string) int { return strings.Compare(x.Key, k) })
+	i, found := slices.BinarySearchFunc(n.Entries, e.ID, byID)
 	if found {
 		n.Entries[i] = e
 		return
@@ -75,57 +119,59 @@ func (b *Batch) Put(owner string, e Entry) {
 	b.z.Records++
 }
 
-// Delete removes the entry at key of owner, if held.
-func (b *Batch) Delete(owner, key string) {
-	if b.z.Node(owner) == nil {
+// Delete removes the entry with id of owner, if held.
+func (b *Batch) Delete(owner, id string) {
+	if n := b.z.Node(owner); n == nil {
+		return
+	} else if _, found := slices.BinarySearchFunc(n.Entries, id, byID); !found {
 		return
 	}
 	n := b.mutable(owner)
-	i, found := slices.BinarySearchFunc(n.Entries, key, func(x Entry, k string) int { return strings.Compare(x.Key, k) })
-	if found {
-		n.Entries = slices.Delete(n.Entries, i, i+1)
-		b.z.Records--
+	i, _ := slices.BinarySearchFunc(n.Entries, id, byID)
+	n.Entries = slices.Delete(n.Entries, i, i+1)
+	b.z.Records--
+	if len(n.Entries) == 0 && n.kids == 0 {
+		b.drop(n)
 	}
 }
 
-// Done finishes the batch: rebuilds the records of changed names, keeps
-// the empty non-terminals above them exact and returns the new zone.
+func byID(e Entry, id string) int { return strings.Compare(e.ID, id) }
+
+// Done finishes the batch and returns the new zone.
 func (b *Batch) Done(serial uint32) *Zone {
-	changed := slices.Collect(maps.Keys(b.dirty))
-	for _, name := range changed {
-		has := len(b.z.Node(name).Entries) > 0
-		if has == b.had[name] {
-			continue
-		}
-		delta := 1
-		if !has {
-			delta = -1
-		}
-		for p, ok := b.z.parent(name); ok; p, ok = b.z.parent(p) {
-			b.mutable(p).below += delta
-		}
-	}
-	for name := range b.dirty {
-		n := b.z.Node(name)
-		if len(n.Entries) == 0 && n.below == 0 {
-			delete(b.z.names[shardOf(name)], name)
-			continue
-		}
+	suffix := ".pod." + b.z.Name
+	for _, n := range b.touched {
 		if cap(n.Entries) > len(n.Entries)+len(n.Entries)/4 {
-			n.Entries = slices.Clone(n.Entries) // what appends left spare stays with the snapshot
+			n.Entries = slices.Clip(slices.Clone(n.Entries)) // what appends left spare stays with the snapshot
 		}
-		n.Sets = buildSets(n.Name, n.Entries, b.z.TTL, b.z.Cluster)
+		if !b.z.Reverse {
+			b.indexPod(n.Name, suffix)
+		}
 	}
-	if !b.z.Reverse {
-		suffix := ".pod." + b.z.Name
-		for name := range b.dirty {
-			b.indexPod(name, suffix)
-		}
+	if b.copied != nil && len(b.z.names) < shardsFor(b.z.Records) {
+		b.split()
 	}
 	b.z.Serial = serial
 	z := b.z
-	b.z = nil // a batch is used once
+	b.z, b.touched = nil, nil // a batch is used once
 	return z
+}
+
+// split regroups a zone that has outgrown its shards into as many as its
+// size asks for. The maps are new, so no older snapshot shares them; it
+// costs O(zone), once each time the zone doubles.
+func (b *Batch) split() {
+	old := b.z.names
+	b.z.names = make([]map[string]*Node, shardsFor(b.z.Records))
+	per := b.z.Records/len(b.z.names) + 1
+	for i := range b.z.names {
+		b.z.names[i] = make(map[string]*Node, per)
+	}
+	for _, m := range old {
+		for name, n := range m {
+			b.z.names[b.z.shardOf(name)][name] = n
+		}
+	}
 }
 
 // buildSets turns a name's entries into deduplicated RRsets. The local
@@ -143,7 +189,7 @@ func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []R
 			continue // no topology: one group, in key order
 		}
 		for _, e := range entries {
-			if cluster != "" && (e.Value.Cluster == cluster) != local {
+			if cluster != "" && (e.Origin.Cluster == cluster) != local {
 				continue
 			}
 			rr := newRR(fqdn, e, defTTL)
@@ -202,41 +248,34 @@ func rdata(rr dns.RR) string {
 }
 
 func newRR(owner string, e Entry, defTTL uint32) dns.RR {
-	v := e.Value
-	ttl := v.TTL
+	ttl := e.TTL
 	if ttl == 0 {
 		ttl = defTTL
 	}
 	hdr := dns.RR_Header{Name: owner, Rrtype: e.Type, Class: dns.ClassINET, Ttl: ttl}
 	switch e.Type {
-	case dns.TypeA, dns.TypeAAAA:
-		ip, err := netip.ParseAddr(v.Host)
-		if err != nil {
-			return nil
-		}
-		ip = ip.Unmap()
-		if e.Type == dns.TypeA {
-			a := ip.As4()
-			return &dns.A{Hdr: hdr, A: a[:]}
-		}
-		a := ip.As16()
+	case dns.TypeA:
+		a := e.Addr.As4()
+		return &dns.A{Hdr: hdr, A: a[:]}
+	case dns.TypeAAAA:
+		a := e.Addr.As16()
 		return &dns.AAAA{Hdr: hdr, AAAA: a[:]}
 	case dns.TypeCNAME:
-		return &dns.CNAME{Hdr: hdr, Target: dns.Fqdn(v.Target())}
+		return &dns.CNAME{Hdr: hdr, Target: dns.Fqdn(e.Data)}
 	case dns.TypePTR:
-		return &dns.PTR{Hdr: hdr, Ptr: dns.Fqdn(v.Target())}
+		return &dns.PTR{Hdr: hdr, Ptr: dns.Fqdn(e.Data)}
 	case dns.TypeTXT:
-		return &dns.TXT{Hdr: hdr, Txt: splitText(v.Text)}
+		return &dns.TXT{Hdr: hdr, Txt: splitText(e.Data)}
 	case dns.TypeSRV:
-		if v.Port < 0 {
+		if e.Port < 0 {
 			return nil // CoreDNS skips port -1: "no port declared"
 		}
-		prio := v.Priority
+		prio := e.Priority
 		if prio == 0 {
 			prio = 10 // as CoreDNS's etcd plugin
 		}
 		// Weight holds the raw value until spreadWeights.
-		return &dns.SRV{Hdr: hdr, Priority: uint16(prio), Weight: uint16(v.Weight), Port: uint16(v.Port), Target: dns.Fqdn(v.Target())}
+		return &dns.SRV{Hdr: hdr, Priority: prio, Weight: e.Weight, Port: uint16(e.Port), Target: dns.Fqdn(e.Data)}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package snap
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -31,5 +33,99 @@ func BenchmarkBatch(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// endpointKVs is n endpoint records shaped as the publisher writes them
+// (bench/scale's world): 100 per service, generation gen's addresses.
+func endpointKVs(n, gen int) []KV {
+	kvs := make([]KV, n)
+	for i := range kvs {
+		svc, ns := i/100, i/100%100
+		ip := fmt.Sprintf("10-%d-%d-%d", 64+gen*8+i>>16&7, i>>8&255, i&255)
+		owner := fmt.Sprintf("%s.svc%d.ns%d.svc.cluster.local", ip, svc, ns)
+		kvs[i] = KV{
+			Key: fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/%s/%016x", ns, svc, ip, (i+gen<<24)*2654435761),
+			Value: fmt.Appendf(nil, `{"host":"%s","ttl":5,"group":%q,"cluster":"bench","source":"service/ns%d/svc%d"}`,
+				strings.ReplaceAll(ip, "-", "."), owner, ns, svc),
+		}
+	}
+	return kvs
+}
+
+func load(tb testing.TB, kvs []KV) *Zone {
+	z := NewZone(cfg)
+	bt := z.Edit()
+	bt.Reserve(len(kvs))
+	for _, kv := range kvs {
+		owner, e, err := z.Parse(kv.Key, kv.Value)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		bt.Put(owner, e)
+	}
+	return bt.Done(1)
+}
+
+// BenchmarkLoad is a cold start without etcd: a zone of n endpoint records
+// built from scratch. It reports the live heap the zone keeps per record,
+// which is most of dnsd's RSS at scale.
+//
+//	go test -run '^$' -bench 'Load/1000000' -benchtime 1x ./server/snap/
+func BenchmarkLoad(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			kvs := endpointKVs(n, 0)
+			var z *Zone
+			var before, after runtime.MemStats
+			for b.Loop() {
+				z = nil
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				z = load(b, kvs)
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			if z.Records != n {
+				b.Fatalf("%d records, want %d", z.Records, n)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/record")
+			runtime.KeepAlive(z)
+			runtime.KeepAlive(kvs)
+		})
+	}
+}
+
+// BenchmarkBurst is one watch response of a rolling update at scale: 100
+// endpoints of one service replaced (100 puts, 100 deletes) in a zone of a
+// million, as bench/scale's bursts deliver them.
+func BenchmarkBurst(b *testing.B) {
+	const n = 1_000_000
+	old, next := endpointKVs(n, 0), endpointKVs(n, 1)
+	z := load(b, old)
+	i := 0
+	for b.Loop() {
+		svc := i % (n / 100)
+		bt := z.Edit()
+		for j := svc * 100; j < svc*100+100; j++ {
+			add, del := next[j], old[j]
+			if i/(n/100)%2 == 1 {
+				add, del = del, add
+			}
+			owner, e, err := z.Parse(add.Key, add.Value)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bt.Put(owner, e)
+			owner, id, _ := z.Owner(del.Key)
+			bt.Delete(owner, id)
+		}
+		z = bt.Done(uint32(i))
+		i++
+	}
+	if z.Records != n {
+		b.Fatalf("%d records, want %d", z.Records, n)
 	}
 }

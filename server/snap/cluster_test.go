@@ -168,7 +168,7 @@ func TestBatchRegroupsDuplicates(t *testing.T) {
 	}
 
 	b = z1.Edit()
-	b.Delete(csName, ka)
+	b.Delete(csName, "k2")
 	z2 := b.Done(2)
 	if set := z2.Node(csName).RRSet(dns.TypeA); len(set.RRs) != 1 || set.Local != 0 {
 		t.Fatalf("b only: %v local %d, want one remote record", set.RRs, set.Local)

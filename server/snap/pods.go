@@ -23,7 +23,7 @@ func (z *Zone) PodNamespaces(ip netip.Addr) []string {
 }
 
 func addrShard(ip netip.Addr) int {
-	return int(maphash.Comparable(seed, ip) % shards)
+	return int(maphash.Comparable(seed, ip) % podShards)
 }
 
 // indexPod brings the pod index up to date for one changed name. A pair
@@ -47,7 +47,7 @@ func (b *Batch) indexPod(name, suffix string) {
 	held := false
 	if n := b.z.Node(name); n != nil {
 		for _, e := range n.Entries {
-			if a, err := netip.ParseAddr(e.Value.Host); (e.Type == dns.TypeA || e.Type == dns.TypeAAAA) && err == nil && a.Unmap() == ip {
+			if (e.Type == dns.TypeA || e.Type == dns.TypeAAAA) && e.Addr == ip {
 				held = true
 				break
 			}

@@ -47,9 +47,9 @@ func TestPodNamespaces(t *testing.T) {
 
 	// The pod goes and its address comes back in another namespace.
 	b = z1.Edit()
-	b.Delete("10-244-0-5.test.pod.cluster.local", "/skydns/local/cluster/pod/test/10-244-0-5/x")
+	b.Delete("10-244-0-5.test.pod.cluster.local", "x")
 	put(t, z1, b, "/skydns/local/cluster/pod/prod/10-244-0-5/y", `{"host":"10.244.0.5"}`)
-	b.Delete("10-0-0-1.prod.pod.cluster.local", "/skydns/local/cluster/pod/prod/10-0-0-1/x")
+	b.Delete("10-0-0-1.prod.pod.cluster.local", "x")
 	z2 := b.Done(2)
 	if got := ns(z2, ip); !slices.Equal(got, []string{"prod"}) {
 		t.Errorf("after the move: %q", got)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/miekg/dns"
 
@@ -89,19 +90,32 @@ type Config struct {
 	Cluster string
 }
 
-// shards bounds the cost of a change: a batch copies only the shards it
-// touches, about 1/256 of a zone's names each, instead of the whole map
-// (BenchmarkBatch: one change costs about 20 µs at 10,000 names and
-// 150 µs at 200,000). More shards make large zones cheaper per change but
-// every batch copies the array of shard pointers, so small zones pay; a
-// persistent map would make it O(log n) and is left to the performance
-// work.
-const shards = 256
+// A zone's names are split into shards, each its own map, so a batch
+// copies only the shards it touches. The number of shards grows with the
+// zone, keeping them at about shardSize names: a change then copies a few
+// dozen map entries whatever the zone's size (BenchmarkBurst: a rolling
+// update of 100 endpoints in a million-record zone), and a small zone
+// keeps a few maps, not thousands.
+const (
+	shardSize = 64
+	minShards = 64
+	maxShards = 1 << 16
+	podShards = 256 // pod records are fewer, and change one at a time
+)
 
 var seed = maphash.MakeSeed()
 
-func shardOf(name string) int {
-	return int(maphash.String(seed, name) % shards)
+// shardsFor is the number of shards for about n names: a power of two.
+func shardsFor(n int) int {
+	s := minShards
+	for s < maxShards && s*shardSize < n {
+		s *= 2
+	}
+	return s
+}
+
+func (z *Zone) shardOf(name string) int {
+	return int(maphash.String(seed, name) & uint64(len(z.names)-1))
 }
 
 // Zone is one zone's names. Nodes exist for every name that holds records
@@ -113,11 +127,23 @@ type Zone struct {
 	Records int    // entries held
 	// Range is the etcd key prefix of the zone: <prefix>/<reversed labels>/.
 	Range string
-	names [shards]map[string]*Node
-	pods  [shards]map[netip.Addr][]string // PodNamespaces; a nil map until a pod record lands in the shard
+	names []map[string]*Node             // by shardOf; a nil map until a name lands in the shard
+	pods  [podShards]map[netip.Addr][]string // PodNamespaces; a nil map until a pod record lands in the shard
 
 	stubRange string           // Range + dns/stub/: nameservers, not records
 	stubs     map[string]*Stub // by domain
+
+	line *lineage
+}
+
+// lineage is what every zone derived from one NewZone shares: what the
+// records are built with, and the tables of the one writer that derives
+// them. Batches of a lineage run one after another, never at once.
+type lineage struct {
+	ttl     uint32
+	cluster string
+	origins map[[2]string]*Origin
+	batches uint32 // Edit calls, so a node knows which batch made it
 }
 
 // NewZone returns an empty zone.
@@ -127,16 +153,18 @@ func NewZone(c Config) *Zone {
 		z.Range = k + "/"
 		z.stubRange, _ = keys.StubRange(c.Prefix, c.Name)
 	}
-	for i := range z.names {
-		z.names[i] = map[string]*Node{}
-	}
+	z.names = make([]map[string]*Node, minShards)
+	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[[2]string]*Origin{}}
 	return z
 }
 
 // Node returns the node of a canonical name, or nil if nothing exists at
 // or below it.
 func (z *Zone) Node(name string) *Node {
-	return z.names[shardOf(name)][name]
+	if len(z.names) == 0 {
+		return nil // a zone made without NewZone, such as an answer engine's synthesized one
+	}
+	return z.names[z.shardOf(name)][name]
 }
 
 // Names calls f for every node; for tests and debugging, not for queries.
@@ -148,22 +176,51 @@ func (z *Zone) Names(f func(*Node)) {
 	}
 }
 
-// Node is one owner name.
+// Node is one owner name. Its records are built from its entries the first
+// time a query asks, not when the entries change: a million-record zone is
+// mostly names nobody asks for, and building their records would double
+// the memory and the cold start. The answer cache keeps what is built
+// once asked.
 type Node struct {
 	Name    string  // canonical, no trailing dot
-	Entries []Entry // valid values held at the name, by key
-	Sets    []RRSet // the records they make, by type
-	below   int     // names strictly below this one that hold entries
+	Entries []Entry // valid values held at the name, by id
+	kids    int32   // names one label below that exist
+	batch   uint32  // the batch that made this copy; it may change it in place
+	line    *lineage
+	sets    atomic.Pointer[[]RRSet]
+}
+
+// Sets returns the records of the node's entries, by type.
+func (n *Node) Sets() []RRSet {
+	if n == nil {
+		return nil
+	}
+	if p := n.sets.Load(); p != nil {
+		return *p
+	}
+	if len(n.Entries) == 0 {
+		return nil
+	}
+	sets := buildSets(n.Name, n.Entries, n.line.ttl, n.line.cluster)
+	// Concurrent first queries may both build; all then serve the first
+	// one stored, so every answer shares one set of records.
+	n.sets.CompareAndSwap(nil, &sets)
+	return *n.sets.Load()
+}
+
+// NewNode returns a node that holds sets as made, for names an answer
+// engine synthesizes rather than reads.
+func NewNode(name string, sets ...RRSet) *Node {
+	n := &Node{Name: name}
+	n.sets.Store(&sets)
+	return n
 }
 
 // RRSet returns the RRset of type t, with no records if there is none.
 func (n *Node) RRSet(t uint16) RRSet {
-	if n == nil {
-		return RRSet{}
-	}
-	for i := range n.Sets {
-		if n.Sets[i].Type == t {
-			return n.Sets[i]
+	for _, s := range n.Sets() {
+		if s.Type == t {
+			return s
 		}
 	}
 	return RRSet{}
@@ -174,11 +231,45 @@ func (n *Node) Set(t uint16) []dns.RR {
 	return n.RRSet(t).RRs
 }
 
-// Entry is one valid value and the type the typing rule gave it.
+// Entry is one valid value, reduced to what answers are built from. A
+// million of them make most of dnsd's memory, so it holds no key (the node
+// and ID make it), no JSON and no text form of an address.
 type Entry struct {
-	Key   string
-	Value keys.Value
-	Type  uint16
+	ID   string     // the key's last segment; "" in a reverse zone, whose key is the name itself
+	Addr netip.Addr // A and AAAA
+	// Data is the canonical target of a CNAME, PTR or SRV, or the text of
+	// a TXT.
+	Data     string
+	Origin   *Origin // shared by every record of one object
+	TTL      uint32  // 0: the zone's
+	Port     int32   // SRV; -1 is CoreDNS's "no port": the record is not served
+	Priority uint16
+	Weight   uint16
+	Type     uint16
+}
+
+// Origin says who wrote a record: the cluster and the Kubernetes object.
+type Origin struct {
+	Cluster string
+	Source  string
+}
+
+var noOrigin = &Origin{}
+
+// Value returns the value an entry was read from, less what dnsd drops
+// (group, targetstrip), for debugging.
+func (e Entry) Value() keys.Value {
+	v := keys.Value{TTL: e.TTL, Port: int(e.Port), Priority: int(e.Priority), Weight: int(e.Weight),
+		Cluster: e.Origin.Cluster, Source: e.Origin.Source}
+	switch e.Type {
+	case dns.TypeA, dns.TypeAAAA:
+		v.Host = e.Addr.String()
+	case dns.TypeTXT:
+		v.Text = e.Data
+	default:
+		v.Host = e.Data
+	}
+	return v
 }
 
 // RRSet is the deduplicated records of one type at a name, all with the
@@ -192,24 +283,22 @@ type RRSet struct {
 	Local int
 }
 
-// Owner returns the owner name a key stands for in zone z: the key minus
-// its id in a forward zone, the exact key in a reverse zone (where CoreDNS
-// reads PTR records).
-func (z *Zone) Owner(key string) (string, error) {
-	var owner string
-	var err error
+// Owner returns the owner name a key stands for in zone z and the record
+// id: the key minus its id in a forward zone; in a reverse zone the exact
+// key, with no id (where CoreDNS reads PTR records).
+func (z *Zone) Owner(key string) (owner, id string, err error) {
 	if z.Reverse {
 		owner, err = keys.Name(z.Prefix, key)
 	} else {
-		owner, _, err = keys.SplitRecordKey(z.Prefix, key)
+		owner, id, err = keys.SplitRecordKey(z.Prefix, key)
 	}
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if !keys.IsSubdomain(owner, z.Name) {
-		return "", &outsideError{key: key, zone: z.Name}
+		return "", "", &outsideError{key: key, zone: z.Name}
 	}
-	return owner, nil
+	return owner, id, nil
 }
 
 type outsideError struct{ key, zone string }
@@ -218,21 +307,72 @@ func (e *outsideError) Error() string {
 	return "key " + e.key + ": owner is outside zone " + e.zone
 }
 
-// Parse decodes a value stored at key into an entry of its owner.
+// Key returns the etcd key of an entry of owner.
+func (z *Zone) Key(owner string, e Entry) string {
+	k, _ := keys.Key(z.Prefix, owner)
+	if z.Reverse {
+		return k
+	}
+	return k + "/" + e.ID
+}
+
+// Parse decodes a value stored at key into an entry of its owner. When
+// the key names an owner but the value is invalid, it returns the owner
+// and an entry with the ID, so the caller can drop what the key held.
 func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
-	owner, err := z.Owner(key)
+	owner, id, err := z.Owner(key)
 	if err != nil {
 		return "", Entry{}, err
 	}
-	v, err := keys.Decode(value)
+	// The id is a few bytes of a key that is garbage once parsed.
+	e := Entry{ID: strings.Clone(id)}
+	// The strings of v share value's memory: what the entry keeps is
+	// copied below, the rest (the address, the group) is parsed or dropped.
+	v, err := keys.DecodeView(value)
 	if err != nil {
-		return owner, Entry{}, err
+		return owner, e, err
 	}
 	t, err := v.Type(owner, z.Reverse)
 	if err != nil {
-		return owner, Entry{}, err
+		return owner, e, err
 	}
-	return owner, Entry{Key: key, Value: v, Type: t}, nil
+	e.Type, e.TTL, e.Port = t, v.TTL, int32(v.Port)
+	e.Priority, e.Weight = uint16(v.Priority), uint16(v.Weight)
+	switch t {
+	case dns.TypeA, dns.TypeAAAA:
+		ip, _ := netip.ParseAddr(v.Host) // Type parsed it already
+		e.Addr = ip.Unmap()
+	case dns.TypeTXT:
+		e.Data = strings.Clone(v.Text)
+	default:
+		e.Data = strings.Clone(v.Target())
+	}
+	e.Origin = z.line.origin(v.Cluster, v.Source)
+	return owner, e, nil
+}
+
+// maxOrigins bounds the origin table: it is emptied when full, so objects
+// that come and go cannot grow it without end. Entries keep what they
+// point to.
+const maxOrigins = 1 << 16
+
+// origin returns the one shared Origin of (cluster, source): every record
+// of an object names the same pair, and at a million records one copy
+// each is tens of MiB.
+func (l *lineage) origin(cluster, source string) *Origin {
+	if cluster == "" && source == "" {
+		return noOrigin
+	}
+	k := [2]string{cluster, source}
+	if o, ok := l.origins[k]; ok {
+		return o
+	}
+	if len(l.origins) >= maxOrigins {
+		clear(l.origins)
+	}
+	o := &Origin{Cluster: strings.Clone(cluster), Source: strings.Clone(source)}
+	l.origins[[2]string{o.Cluster, o.Source}] = o
+	return o
 }
 
 // parent returns the name one label up, and false at the apex.

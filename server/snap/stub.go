@@ -52,7 +52,7 @@ func (b *Batch) PutStub(key string, value []byte) (domain string, err error) {
 	if found {
 		st.Servers[i].Addr = addr
 	} else {
-		st.Servers = slices.Insert(st.Servers, i, StubServer{Key: key, Addr: addr})
+		st.Servers = slices.Insert(st.Servers, i, StubServer{Key: strings.Clone(key), Addr: addr}) // key may share an etcd response
 	}
 	return domain, nil
 }

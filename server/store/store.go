@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -45,7 +46,6 @@ type Store struct {
 	malformed *prometheus.CounterVec
 
 	pageSize int64 // PageSize; tests page a small load
-	interned map[string]string
 
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
@@ -65,7 +65,6 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		ready: make(chan struct{}),
 		bad:   map[string]Malformed{},
 
-		interned: map[string]string{},
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_records", Help: "Valid values held, per zone.",
 		}, []string{"zone"}),
@@ -175,6 +174,7 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 			return nil, fmt.Errorf("zone %s: prefix %q is not valid", c.Name, c.Prefix)
 		}
 		b := z.Edit()
+		reserved := false
 		// The next page is asked for while this one is decoded: etcd's
 		// work and ours overlap.
 		pages := make(chan page, 1)
@@ -186,8 +186,12 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 			if rev == 0 {
 				rev = p.resp.Header.Revision
 			}
+			if !reserved {
+				b.Reserve(int(p.resp.Count)) // every key of the range, not just this page's
+				reserved = true
+			}
 			for _, kv := range p.resp.Kvs {
-				s.put(z, b, string(kv.Key), kv.Value)
+				s.put(z, b, view(kv.Key), kv.Value)
 			}
 		}
 		// Deletions leave no trace in a range, so the load revision is the
@@ -197,26 +201,10 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 	return snap.NewSnapshot(rev, out), nil
 }
 
-// intern returns one shared copy of a string that many values repeat:
-// every record of an object names the same source, and of a cluster the
-// same cluster. At a million records that is tens of MiB. The table is
-// emptied when it grows past maxInterned, so objects that come and go
-// cannot grow it without end.
-func (s *Store) intern(v string) string {
-	if v == "" {
-		return v
-	}
-	if x, ok := s.interned[v]; ok {
-		return x
-	}
-	if len(s.interned) >= maxInterned {
-		clear(s.interned)
-	}
-	s.interned[v] = v
-	return v
-}
-
-const maxInterned = 1 << 17
+// view is a key as a string without a copy: keys are parsed, and what is
+// kept of them (a record id, a malformed key) is copied, so a million-key
+// load does not copy every key once more.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 type page struct {
 	resp *clientv3.GetResponse
@@ -271,13 +259,12 @@ func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
 	}
 	owner, e, err := z.Parse(key, value)
 	if err == nil {
-		e.Value.Source, e.Value.Cluster = s.intern(e.Value.Source), s.intern(e.Value.Cluster)
 		b.Put(owner, e)
 		s.forget(key)
 		return
 	}
 	if owner != "" {
-		b.Delete(owner, key)
+		b.Delete(owner, e.ID)
 	}
 	s.skip(z, key, owner, value, err)
 }
@@ -286,6 +273,7 @@ func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
 // distinct error.
 func (s *Store) skip(z *snap.Zone, key, owner string, value []byte, err error) {
 	s.malformed.WithLabelValues(z.Name).Inc()
+	key = strings.Clone(key) // it may share an etcd response's memory
 	m := Malformed{Key: key, Owner: owner, Value: string(value), Err: err.Error()}
 	s.mu.Lock()
 	old, seen := s.bad[key]
@@ -297,6 +285,11 @@ func (s *Store) skip(z *snap.Zone, key, owner string, value []byte, err error) {
 }
 
 func (s *Store) forget(key string) {
+	// Only this goroutine writes s.bad, so it may read it unlocked; the
+	// lock is for the readers of Malformed. A load forgets every key.
+	if len(s.bad) == 0 {
+		return
+	}
 	s.mu.Lock()
 	delete(s.bad, key)
 	s.mu.Unlock()
@@ -411,7 +404,7 @@ func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) (next *snap.
 	batches := make([]*snap.Batch, len(next.Zones))
 	serials := make([]int64, len(next.Zones))
 	for _, ev := range events {
-		key := string(ev.Kv.Key)
+		key := view(ev.Kv.Key)
 		next.Rev = max(next.Rev, ev.Kv.ModRevision)
 		// Nested zones each hold the whole of their own range.
 		for i, z := range cur.Zones {
@@ -431,8 +424,8 @@ func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) (next *snap.
 				batches[i].DeleteStub(key)
 				continue
 			}
-			if owner, err := z.Owner(key); err == nil {
-				batches[i].Delete(owner, key)
+			if owner, id, err := z.Owner(key); err == nil {
+				batches[i].Delete(owner, id)
 			}
 		}
 	}
