@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -12,7 +13,17 @@ import (
 	"github.com/etcdns/etcdns/config"
 )
 
+// gcPercent is dnsd's GOGC unless the environment sets one. Its heap is
+// mostly one long-lived snapshot and a query allocates nothing, so garbage
+// comes only from record changes: collecting at half the live heap, not
+// Go's whole, costs little CPU and keeps the RSS of a large zone near its
+// snapshot (bench/scale measures both).
+const gcPercent = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	cmd := &cobra.Command{
 		Use:           "dnsd",
 		Short:         "Kubernetes DNS answered from memory, kept current by an etcd watch",

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -114,6 +115,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 		select {
 		case <-st.Ready():
 			log.Info("ready")
+			// The load leaves its etcd pages behind as garbage, as much
+			// again as the snapshot at a million records, and no later
+			// change comes near that: hand it back to the system now
+			// rather than hold it as RSS until the scavenger gets to it.
+			debug.FreeOSMemory()
 		case <-ctx.Done():
 		}
 	}()

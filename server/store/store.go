@@ -122,10 +122,16 @@ func (s *Store) Run(ctx context.Context) error {
 			if s.afterLoad != nil {
 				s.afterLoad()
 			}
-			backoff = 100 * time.Millisecond
+			began := time.Now()
 			err = s.watch(ctx, cur)
 			if ctx.Err() != nil {
 				return nil
+			}
+			// A watch that etcd refuses at once (no read permission on
+			// the prefix, say) must not make a relist loop at full speed:
+			// only one that served a while earns a quick retry.
+			if time.Since(began) >= healthyWatch {
+				backoff = 100 * time.Millisecond
 			}
 			s.restarts.Inc()
 			s.log.Warn("watch lost; relisting", "err", err)
@@ -143,6 +149,10 @@ func (s *Store) Run(ctx context.Context) error {
 		backoff = min(2*backoff, 5*time.Second)
 	}
 }
+
+// healthyWatch is how long a watch must have run for its end to count as
+// a new failure rather than the last one again.
+const healthyWatch = 10 * time.Second
 
 func countRecords(sn *snap.Snapshot) int {
 	n := 0
