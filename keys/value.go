@@ -89,6 +89,9 @@ func (v Value) check() error {
 // Encode renders v as JSON with a fixed field order, so equal values are
 // equal bytes and a publisher can compare what it wants with what is stored.
 func (v Value) Encode() []byte {
+	if b, ok := encodeFast(v); ok {
+		return b
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		// Only strings and numbers: Marshal cannot fail.

@@ -164,3 +164,64 @@ func integer(b []byte, i int) (int64, int, bool) {
 	}
 	return n, j, true
 }
+
+// encodeFast renders v as encoding/json does, when its strings need no
+// escaping (printable ASCII without '"', '\', '<', '>' or '&', which
+// encoding/json escapes for HTML): the publisher encodes every record of
+// a service again on each of its changes. false: ask encoding/json.
+func encodeFast(v Value) ([]byte, bool) {
+	b := make([]byte, 0, 40+len(v.Host)+len(v.Text)+len(v.Group)+len(v.Cluster)+len(v.Source))
+	b = append(b, '{')
+	str := func(name, s string) bool {
+		if s == "" {
+			return true
+		}
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":"`...)
+		b = append(b, s...)
+		b = append(b, '"')
+		return true
+	}
+	num := func(name string, n int64) {
+		if n == 0 {
+			return
+		}
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+		b = strconv.AppendInt(b, n, 10)
+	}
+	if !str("host", v.Host) {
+		return nil, false
+	}
+	num("port", int64(v.Port))
+	num("priority", int64(v.Priority))
+	num("weight", int64(v.Weight))
+	if !str("text", v.Text) {
+		return nil, false
+	}
+	if v.Mail {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"mail":true`...)
+	}
+	num("ttl", int64(v.TTL))
+	num("targetstrip", int64(v.TargetStrip))
+	if !str("group", v.Group) || !str("cluster", v.Cluster) || !str("source", v.Source) {
+		return nil, false
+	}
+	return append(b, '}'), true
+}

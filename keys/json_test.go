@@ -68,3 +68,26 @@ func agreeOrFail(t *testing.T, b []byte) bool {
 	}
 	return true
 }
+
+// FuzzEncodeFast: the fast encoder writes encoding/json's bytes, or leaves
+// the value to it.
+func FuzzEncodeFast(f *testing.F) {
+	f.Add("10.96.0.1", 0, 0, 0, "", false, uint32(5), 0, "kubernetes.default.svc.cluster.local", "c1", "service/default/kubernetes")
+	f.Add("web.prod.svc.cluster.local", 443, 10, 100, "", false, uint32(0), 0, "", "", "")
+	f.Add("", -1, 0, 0, "a<b>&\"c\u00e9", true, uint32(1<<31), 3, "", "x", "")
+	f.Fuzz(func(t *testing.T, host string, port, prio, weight int, text string, mail bool, ttl uint32, strip int, group, cluster, source string) {
+		v := Value{Host: host, Port: port, Priority: prio, Weight: weight, Text: text, Mail: mail, TTL: ttl,
+			TargetStrip: strip, Group: group, Cluster: cluster, Source: source}
+		fast, ok := encodeFast(v)
+		if !ok {
+			return
+		}
+		slow, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(fast) != string(slow) {
+			t.Fatalf("fast %s\njson %s", fast, slow)
+		}
+	})
+}
