@@ -2,6 +2,7 @@ package etcdclient
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -114,4 +115,27 @@ func embedded(t *testing.T) string {
 	}
 	t.Cleanup(e.Close)
 	return u
+}
+
+// Without its grants to go by, the message names the first key and says
+// that it may be another.
+func TestDeniedErrorText(t *testing.T) {
+	for _, c := range []struct {
+		err  *DeniedError
+		want string
+	}{
+		{&DeniedError{User: "cluster-a", Op: "write", Key: "/skydns-b/k"},
+			`etcd refused the write to /skydns-b/k: user "cluster-a" has no write permission there (etcd auth)`},
+		{&DeniedError{User: "dnsd", Op: "write", Key: "/skydns-a/k", Of: 3},
+			`etcd refused the write to /skydns-a/k (or another of the 3 keys of one transaction): user "dnsd" has no write permission there (etcd auth)`},
+		{&DeniedError{Op: "read", Key: "/skydns-b/"},
+			`etcd refused the read of /skydns-b/: the client's user has no read permission there (etcd auth)`},
+	} {
+		if got := c.err.Error(); got != c.want {
+			t.Errorf("got  %s\nwant %s", got, c.want)
+		}
+		if !IsDenied(fmt.Errorf("wrapped: %w", c.err)) {
+			t.Errorf("%v: not IsDenied", c.err)
+		}
+	}
 }

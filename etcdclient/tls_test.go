@@ -85,6 +85,10 @@ func TestNewWithTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := config.Etcd{Endpoints: []string{client.String()}, DialTimeout: 2 * time.Second, CAFile: caFile, CertFile: cliCert, KeyFile: cliKey}
+	// With etcd auth on, etcd takes the certificate's CN as the user.
+	if u := User(c); u != "publisher" {
+		t.Errorf("User: %q, want the certificate's CN", u)
+	}
 	cli, err := New(ctx, c, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/etcdns/etcdns/etcdclient"
 )
 
 // Prefix is where elections live; one key per cluster id, so publishers of
@@ -28,6 +31,9 @@ type Elector struct {
 	Log     *slog.Logger
 	// OnState is told about leadership changes (metrics, readiness).
 	OnState func(leading bool)
+	// User is the etcd user (etcdclient.User), named when etcd's auth
+	// refuses the campaign.
+	User string
 }
 
 // Key is the election prefix of a cluster.
@@ -42,7 +48,9 @@ func Fence(e *concurrency.Election) []clientv3.Cmp {
 }
 
 // Run campaigns until ctx ends. When ctx ends while leading it resigns, so
-// the next replica takes over at once instead of after the lease TTL.
+// the next replica takes over at once instead of after the lease TTL. A
+// request etcd's auth refuses (the campaign, or one of lead's) ends it with
+// that error: campaigning again cannot succeed before a grant changes.
 func (el *Elector) Run(ctx context.Context, lead Lead) error {
 	log := el.Log
 	if log == nil {
@@ -52,6 +60,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 	if ttl < 2 {
 		ttl = 2
 	}
+	var stale []clientv3.LeaseID // see release
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(el.Client, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
 		if err != nil {
@@ -59,6 +68,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			sleep(ctx, time.Second)
 			continue
 		}
+		stale = el.revokeStale(ctx, stale, log)
 		e := concurrency.NewElection(sess, Key(el.Cluster))
 		// A session that expires while campaigning must restart the
 		// campaign: our candidate key is gone with it.
@@ -72,9 +82,14 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		}()
 		log.Info("election: campaigning", "key", Key(el.Cluster), "id", el.ID)
 		err = e.Campaign(cctx, el.ID)
-		if err != nil {
+		if etcdclient.IsDenied(err) {
 			ccancel()
 			sess.Close()
+			return &etcdclient.DeniedError{User: el.User, Op: "write", Key: Key(el.Cluster) + "/"}
+		}
+		if err != nil {
+			ccancel()
+			stale = release(sess, stale)
 			if ctx.Err() == nil {
 				log.Warn("election: campaign ended; retrying", "err", err)
 				sleep(ctx, time.Second)
@@ -90,8 +105,9 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			el.OnState(false)
 		}
 		ccancel()
+		denied := etcdclient.IsDenied(err)
 		switch {
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || denied:
 			// Shutdown: hand over now, with a context of its own since
 			// ctx is done.
 			rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -105,16 +121,52 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			sess.Orphan()
 			_, _ = el.Client.Revoke(rctx, sess.Lease())
 			rcancel()
+			if denied {
+				return err
+			}
 			return nil
 		case err != nil:
 			log.Warn("election: leadership lost", "err", err)
 		default:
 			log.Warn("election: session ended; leadership lost")
 		}
-		sess.Close()
+		stale = release(sess, stale)
 		sleep(ctx, time.Second)
 	}
 	return nil
+}
+
+// release closes an ended session and returns stale with the session's
+// lease added if the revoke could not reach etcd. etcd gives every lease a
+// fresh TTL when it elects a leader (a restart, a leader change), so the
+// key of a session lost in an etcd outage would stay at the head of the
+// election and hold every replica, this one included, out for a whole
+// lease TTL after etcd is back (issue 9 item 1: 16s with the default 15s).
+func release(sess *concurrency.Session, stale []clientv3.LeaseID) []clientv3.LeaseID {
+	if err := sess.Close(); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return append(stale, sess.Lease())
+	}
+	return stale
+}
+
+// revokeStale revokes the leases release kept, now that etcd answers, and
+// returns those it still could not. Nothing of this process uses them: the
+// term they fenced has ended.
+func (el *Elector) revokeStale(ctx context.Context, stale []clientv3.LeaseID, log *slog.Logger) []clientv3.LeaseID {
+	var left []clientv3.LeaseID
+	for _, id := range stale {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := el.Client.Revoke(rctx, id)
+		cancel()
+		switch {
+		case err == nil:
+			log.Info("election: revoked the lease of a session lost while etcd was unreachable", "lease", fmt.Sprintf("%x", int64(id)))
+		case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		default:
+			left = append(left, id)
+		}
+	}
+	return left
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -130,7 +182,8 @@ var ErrLeading = errors.New("a publisher of this cluster is running")
 // Exclusive runs f as the cluster's leader, but only if nobody leads now:
 // it is for one-off jobs (a withdrawal) that must neither race a running
 // publisher nor let one start halfway through. It resigns when f returns.
-func Exclusive(ctx context.Context, cli *clientv3.Client, cluster, id string, f Lead) error {
+// user is the etcd user, named if etcd's auth refuses the election.
+func Exclusive(ctx context.Context, cli *clientv3.Client, cluster, id, user string, f Lead) error {
 	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
 	if err != nil {
 		return err
@@ -138,6 +191,8 @@ func Exclusive(ctx context.Context, cli *clientv3.Client, cluster, id string, f 
 	defer sess.Close()
 	e := concurrency.NewElection(sess, Key(cluster))
 	switch leader, err := e.Leader(ctx); {
+	case etcdclient.IsDenied(err):
+		return &etcdclient.DeniedError{User: user, Op: "read", Key: Key(cluster) + "/"}
 	case err == nil:
 		return fmt.Errorf("%w: %s (leader key %s); stop it first", ErrLeading, leader.Kvs[0].Value, leader.Kvs[0].Key)
 	case !errors.Is(err, concurrency.ErrElectionNoLeader):
@@ -147,6 +202,9 @@ func Exclusive(ctx context.Context, cli *clientv3.Client, cluster, id string, f 
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := e.Campaign(cctx, id); err != nil {
+		if etcdclient.IsDenied(err) {
+			return &etcdclient.DeniedError{User: user, Op: "write", Key: Key(cluster) + "/"}
+		}
 		if cctx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("%w: it started during the check", ErrLeading)
 		}
