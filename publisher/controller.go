@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/plan"
 	"github.com/etcdns/etcdns/publisher/source"
@@ -106,7 +107,9 @@ func (c *Controller) Leading() bool { return c.leading.Load() && c.reconciled.Lo
 // Lead writes while ctx lives: it loads what this cluster owns, reconciles
 // every unit (including orphans: owned sources without an object), then
 // follows changes. fence is added to every transaction; it returns
-// etcdstore.ErrFenced as soon as a transaction shows leadership was lost.
+// etcdstore.ErrFenced as soon as a transaction shows leadership was lost,
+// and an etcdclient.DeniedError as soon as etcd's auth refuses a request:
+// a missing grant is no failure of one unit that a retry could fix.
 func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -151,7 +154,7 @@ func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 	<-ctx.Done()
 	q.ShutDown()
 	wg.Wait()
-	if err := context.Cause(ctx); errors.Is(err, etcdstore.ErrFenced) {
+	if err := context.Cause(ctx); errors.Is(err, etcdstore.ErrFenced) || etcdclient.IsDenied(err) {
 		return err
 	}
 	return nil
@@ -167,7 +170,7 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 	switch {
 	case err == nil:
 		q.Forget(unit)
-	case errors.Is(err, etcdstore.ErrFenced):
+	case errors.Is(err, etcdstore.ErrFenced) || etcdclient.IsDenied(err):
 		stop(err)
 		return false
 	case ctx.Err() != nil:
@@ -182,6 +185,9 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 func (c *Controller) load(ctx context.Context) error {
 	start := time.Now()
 	kvs, rev, err := c.o.Store.Load(ctx, c.o.Ranges)
+	if etcdclient.IsDenied(err) {
+		return err // names the range already
+	}
 	if err != nil {
 		return fmt.Errorf("loading owned records: %w", err)
 	}
@@ -233,6 +239,14 @@ func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
 				st, err := c.reconcile(ctx, u, fence)
 				switch {
 				case err == nil:
+				case etcdclient.IsDenied(err):
+					// Said once, by whoever stops the publisher: every
+					// other unit is likely refused the same way.
+					select {
+					case errc <- err:
+					default:
+					}
+					continue
 				case errors.Is(err, etcdstore.ErrFenced) || ctx.Err() != nil:
 					select {
 					case errc <- fmt.Errorf("unit %s: %w", u, err):

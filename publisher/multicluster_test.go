@@ -179,7 +179,7 @@ func TestClustersetTwoMembers(t *testing.T) {
 	// west publisher would.
 	o.DryRun = false
 	var w Withdrawal
-	err = elect.Exclusive(context.Background(), cli, "west", "test", func(ctx context.Context, fence []clientv3.Cmp) error {
+	err = elect.Exclusive(context.Background(), cli, "west", "test", "", func(ctx context.Context, fence []clientv3.Cmp) error {
 		o.Fence = fence
 		w, err = Withdraw(ctx, o)
 		return err
@@ -213,7 +213,7 @@ func TestExclusiveRefusesWhileLeading(t *testing.T) {
 	el := &elect.Elector{Client: cli, Cluster: "west", ID: "publisher-0", TTL: 5 * time.Second, Log: quiet()}
 	go el.Run(ctx, func(ctx context.Context, _ []clientv3.Cmp) error { close(leading); <-ctx.Done(); return nil })
 	<-leading
-	err := elect.Exclusive(ctx, cli, "west", "withdraw", func(context.Context, []clientv3.Cmp) error {
+	err := elect.Exclusive(ctx, cli, "west", "withdraw", "", func(context.Context, []clientv3.Cmp) error {
 		t.Error("ran while a publisher leads")
 		return nil
 	})

@@ -98,7 +98,8 @@ func run(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
-	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout}
+	user := etcdclient.User(ecfg)
+	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, User: user}
 	ctrl := publisher.NewController(publisher.Options{
 		Zones:       zones,
 		Source:      src,
@@ -126,6 +127,13 @@ func run(ctx context.Context, cfg *config.Config) error {
 	ctrl.SetSynced()
 	log.Info("source synced", "units", len(src.Units()), "took", time.Since(start).Round(time.Millisecond))
 
+	// A request etcd's auth refuses ends the process with that one line
+	// (main prints it), with or without leader election: no retry can
+	// succeed before an administrator changes the grants, and a publisher
+	// that stays up publishing nothing is the silent failure. Exiting
+	// makes it loud instead (CrashLoopBackOff, the line in kubectl logs
+	// --previous), the kubelet's restart backoff is the retry, and the
+	// records already in etcd stay served meanwhile.
 	if !p.LeaderElection {
 		// A single writer: a failed term (etcd unreachable at load) is
 		// retried with backoff rather than ending the process.
@@ -135,6 +143,9 @@ func run(ctx context.Context, cfg *config.Config) error {
 			if ctx.Err() != nil {
 				log.Info("stopped")
 				return nil
+			}
+			if etcdclient.IsDenied(err) {
+				return err
 			}
 			log.Warn("publishing stopped; retrying", "err", err, "in", backoff)
 			select {
@@ -152,6 +163,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		ID:      host + "/" + strconv.Itoa(os.Getpid()),
 		TTL:     p.LeaseTTL,
 		Log:     log,
+		User:    user,
 	}
 	err = el.Run(ctx, terms.lead)
 	log.Info("stopped")

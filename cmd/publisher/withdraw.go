@@ -75,8 +75,9 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	}
 	defer cli.Close()
 	id := zones.Cluster.Cluster
+	user := etcdclient.User(cfg.Etcd)
 	o := publisher.WithdrawOptions{
-		Store:       &etcdstore.Store{Client: cli, Timeout: cfg.Etcd.RequestTimeout},
+		Store:       &etcdstore.Store{Client: cli, Timeout: cfg.Etcd.RequestTimeout, User: user},
 		Ranges:      ranges,
 		Cluster:     id,
 		MaxTxnOps:   p.MaxTxnOps,
@@ -85,7 +86,7 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	}
 	var w publisher.Withdrawal
 	host, _ := os.Hostname()
-	err = elect.Exclusive(ctx, cli, id, "withdraw/"+host+"/"+strconv.Itoa(os.Getpid()), func(ctx context.Context, fence []clientv3.Cmp) error {
+	err = elect.Exclusive(ctx, cli, id, "withdraw/"+host+"/"+strconv.Itoa(os.Getpid()), user, func(ctx context.Context, fence []clientv3.Cmp) error {
 		o.Fence = fence
 		var err error
 		w, err = publisher.Withdraw(ctx, o)

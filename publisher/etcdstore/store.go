@@ -8,6 +8,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
@@ -28,6 +29,9 @@ type Store struct {
 	// PageSize bounds one range response, so that a large store is read in
 	// pieces (all at the same revision) instead of one huge message.
 	PageSize int64
+	// User is the etcd user the client runs as (etcdclient.User): a
+	// refused request names it, since the fix is a grant to that user.
+	User string
 }
 
 // Ranges returns the key prefixes a cluster writes: its domain's subtree
@@ -71,6 +75,9 @@ func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, 
 			c, cancel := s.ctx(ctx)
 			resp, err := s.Client.Get(c, start, opts...)
 			cancel()
+			if etcdclient.IsDenied(err) {
+				return nil, 0, &etcdclient.DeniedError{User: s.User, Op: "read", Key: p}
+			}
 			if err != nil {
 				return nil, 0, fmt.Errorf("reading %s: %w", p, err)
 			}
@@ -101,6 +108,9 @@ func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent
 		c, cancel := s.ctx(ctx)
 		resp, err := s.Client.Txn(c).Then(ops...).Commit()
 		cancel()
+		if etcdclient.IsDenied(err) {
+			return nil, nil, etcdclient.Denied(ctx, s.Client, s.User, nil, part)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
@@ -140,6 +150,9 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 	defer cancel()
 	if len(fence) == 0 {
 		resp, err := s.Client.Txn(c).If(guards...).Then(writes...).Commit()
+		if etcdclient.IsDenied(err) {
+			return 0, s.denied(ctx, fence, ops)
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -149,6 +162,9 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 		return resp.Header.Revision, nil
 	}
 	resp, err := s.Client.Txn(c).If(fence...).Then(clientv3.OpTxn(guards, writes, nil)).Commit()
+	if etcdclient.IsDenied(err) {
+		return 0, s.denied(ctx, fence, ops)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -159,4 +175,18 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 		return 0, ErrConflict
 	}
 	return resp.Header.Revision, nil
+}
+
+// denied names the key of a refused transaction: its writes need write
+// permission, and the fence and guards compare keys, which needs read.
+func (s *Store) denied(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) error {
+	ks := make([]string, len(ops))
+	for i, o := range ops {
+		ks[i] = o.Key
+	}
+	reads := make([]string, 0, len(fence)+len(ks))
+	for _, f := range fence {
+		reads = append(reads, string(f.Key))
+	}
+	return etcdclient.Denied(ctx, s.Client, s.User, ks, append(reads, ks...))
 }
