@@ -127,7 +127,7 @@ type Zone struct {
 	Records int    // entries held
 	// Range is the etcd key prefix of the zone: <prefix>/<reversed labels>/.
 	Range string
-	names []map[string]*Node             // by shardOf; a nil map until a name lands in the shard
+	names []map[string]*Node                 // by shardOf; a nil map until a name lands in the shard
 	pods  [podShards]map[netip.Addr][]string // PodNamespaces; a nil map until a pod record lands in the shard
 
 	stubRange string           // Range + dns/stub/: nameservers, not records
