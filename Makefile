@@ -38,12 +38,19 @@ integration:
 compat: tools
 	$(GO) test -count=1 -tags integration -run '^TestEndToEnd$$' ./integration/ -args -compat=$(CURDIR)/docs/compatibility.md
 
-## fuzz: each fuzz target for FUZZTIME (default 5m)
-FUZZTIME ?= 5m
+## fuzz: each fuzz target for FUZZTIME (default 5m), one after another; seeds in <pkg>/testdata/fuzz.
+## FUZZFLAGS adds go test flags: FUZZFLAGS=-parallel=1 leaves a shared machine some room.
+FUZZTIME  ?= 5m
+FUZZFLAGS ?=
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./keys
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./keys
-	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzParseKey$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFast$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzEncodeFast$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzTCPStream$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzRecord$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server
 
 ## bench: every benchmark script, each with its peers measured in the same run; regenerates BENCHMARKS.md
 bench: tools
