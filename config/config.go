@@ -99,6 +99,9 @@ type Dnsd struct {
 	SOAMinimum    uint32   `mapstructure:"soa-minimum"`
 	MetricsListen string   `mapstructure:"metrics-listen"`
 
+	TCPIdleTimeout    time.Duration `mapstructure:"tcp-idle-timeout"`
+	TCPMaxConnections int           `mapstructure:"tcp-max-connections"`
+
 	SourceClusterOption uint16   `mapstructure:"source-cluster-option"`
 	InternalClients     []string `mapstructure:"internal-clients"`
 
@@ -416,6 +419,12 @@ func (c *Config) Validate(sections ...string) error {
 		d := c.Dnsd
 		if _, _, err := net.SplitHostPort(d.Listen); err != nil {
 			bad("dnsd.listen", "%q: %v", d.Listen, err)
+		}
+		if d.TCPIdleTimeout <= 0 {
+			bad("dnsd.tcp-idle-timeout", "%s: must be positive", d.TCPIdleTimeout)
+		}
+		if d.TCPMaxConnections < 1 {
+			bad("dnsd.tcp-max-connections", "%d: at least 1", d.TCPMaxConnections)
 		}
 		if _, err := d.ParsedZones(); err != nil {
 			errs = append(errs, err)

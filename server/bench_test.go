@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -59,4 +61,34 @@ func BenchmarkHandle(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkMalformed measures what junk costs dnsd: each message of
+// malformed() that screen turns down, through the UDP worker, and a
+// 65535-octet TCP message, skipped unread by the connection loop. Each
+// must make no allocation.
+func BenchmarkMalformed(b *testing.B) {
+	srv := newServer(b, testSnapshot(b, 0))
+	for _, c := range malformed() {
+		if !c.free {
+			continue
+		}
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
+			w := &worker{s: srv, out: make([]byte, 0, 512)}
+			b.ReportAllocs()
+			for b.Loop() {
+				w.handle(c.b)
+			}
+		})
+	}
+	b.Run("TCP_message_of_65535_octets", func(b *testing.B) {
+		huge := cat(hdr(0xbeef, flagRD, 1, 0, 0, 0), kubernetesA)
+		huge = append(huge, make([]byte, 65535-len(huge))...)
+		b.ReportAllocs()
+		b.SetBytes(65537)
+		// One connection sends every message: the loop's own set-up is
+		// spread over b.N of them.
+		b.ResetTimer()
+		serveConn(srv, &streamConn{r: &repeatReader{msg: frame(huge), left: b.N}, w: io.Discard})
+	})
 }

@@ -6,16 +6,22 @@
 // UDP is served by one reader per CPU on sockets sharing the port
 // (SO_REUSEPORT), each taking and answering datagrams in batches
 // (recvmmsg/sendmmsg on Linux) on the goroutine that read them. TCP gets a
-// goroutine per connection, at most Server.TCPMaxConns of them, each
-// closed when no query completes within Server.TCPIdle; pipelined queries
-// are answered in order and their responses written together. Both go
-// through one worker (query.go): a query in the common shape (one question
-// of letters, digits, '-' and '_' in either case, at most a version-0 OPT)
+// goroutine per connection, at most Server.TCPMaxConns of them
+// (dnsd.tcp-max-connections), each closed when no query completes within
+// Server.TCPIdle (dnsd.tcp-idle-timeout); pipelined queries are answered
+// in order and their responses written together. Both go through one
+// worker (query.go): a query in the common shape (one question of
+// letters, digits, '-' and '_' in either case, at most a version-0 OPT)
 // is answered from a cache of packed responses keyed by the lowercase
 // question, the EDNS state and the size it must fit, which belongs to one
 // snapshot and is dropped with it, so the cache can never serve old data.
-// An answer that rotates is cached in several orders. Everything else, and
-// every first query, goes through miekg/dns and the answer engine.
+// An answer that rotates is cached in several orders. The cache is bounded
+// in entries and bytes and evicts by CLOCK, so a flood of random names
+// replaces its own entries, not the ones clients keep asking. Any other
+// message is first screened (wire.go) without allocating: junk gets no
+// reply, NOTIMP or FORMERR from its header alone, as does a message over
+// 4096 octets, which is never read whole. What passes, and every first
+// query, goes through miekg/dns and the answer engine.
 //
 // With forwarding on (ClusterFirst), a recursion-desired question outside
 // every zone from an allowed client goes to server/forward instead of being

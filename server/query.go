@@ -21,10 +21,20 @@ import (
 // repeated question costs a lookup and a copy. A new snapshot gets a new,
 // empty cache, so no entry outlives its data.
 const (
-	// cacheLimit bounds the entries per snapshot: random names could
-	// otherwise grow it without end.
+	// cacheLimit bounds the entries and cacheBytes what they hold, keys
+	// and responses: a flood of random names, each a NXDOMAIN of its own,
+	// would otherwise grow the cache until the next snapshot. Once full,
+	// each new entry evicts one. At the limits a cache holds about 24 MiB
+	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it), or
+	// 32 MiB of large answers.
 	cacheLimit  = 1 << 16
+	cacheBytes  = 32 << 20
 	cacheShards = 64
+
+	// entryCost is what an entry holds besides its key and responses: its
+	// map slot and ring slot, the entry, its slices and allocation
+	// rounding; measured, so the bytes accounted are about the heap used.
+	entryCost = 224
 
 	// rotations is how many orders of a multi-record answer are cached.
 	// Query i of a worker gets order i mod rotations, each starting at a
@@ -37,14 +47,28 @@ const (
 var cacheSeed = maphash.MakeSeed()
 
 type respCache struct {
-	snap   *snap.Snapshot
-	shards [cacheShards]cacheShard
+	snap      *snap.Snapshot
+	bytes     atomic.Int64 // accounted: keys, responses and entryCost each
+	evictions prometheus.Counter
+	// The bounds: cacheLimit and cacheBytes but in tests. Bytes are
+	// checked under one shard's lock, so stores racing in two shards may
+	// pass maxBytes by a response each.
+	maxEntries, maxBytes int64
+	shards               [cacheShards]cacheShard
 }
 
+// cacheShard is one lock's share of the cache. Its entries also sit in
+// ring, swept by hand when one must go (CLOCK): an entry asked for since
+// the hand last passed gets another round, one that was not goes. A flood
+// of one-off names so evicts its own entries, and a name clients keep
+// asking survives it as long as it is asked once per sweep, about every
+// cacheLimit new entries.
 type cacheShard struct {
-	mu sync.RWMutex
-	m  map[string]*cached
-	_  [32]byte // a cache line each: readers on two cores must not share one
+	mu   sync.RWMutex
+	m    map[string]*cached
+	ring []*cached
+	hand int
+	_    [64]byte // the next shard's lock on another cache line: readers on two cores must not share one
 }
 
 type cached struct {
@@ -54,6 +78,12 @@ type cached struct {
 	counter prometheus.Counter // queries_total{qtype, rcode} of this answer
 
 	searched []prometheus.Counter // the autopath counters of the search that made it
+
+	used atomic.Bool // asked for since the hand last passed
+
+	// Set and read under the shard's lock.
+	key  string
+	size int64 // accounted bytes
 }
 
 func (c *respCache) shard(key []byte) *cacheShard {
@@ -65,24 +95,103 @@ func (c *respCache) get(key []byte) *cached {
 	sh.mu.RLock()
 	e := sh.m[string(key)]
 	sh.mu.RUnlock()
+	if e != nil && !e.used.Load() {
+		e.used.Store(true) // only when clear: a hot entry's line stays shared between cores
+	}
 	return e
 }
 
-// put returns the entry for key, made from e if there was none.
-func (c *respCache) put(key []byte, e *cached) *cached {
+// store caches wire as order of the entry at key, which is fresh if there
+// is none, and returns the entry. When the cache is full it evicts to make
+// room; when it cannot, or a response is too large to be worth a
+// sixteenth of the cache, the entry or response is left out.
+func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte) *cached {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if old := sh.m[string(key)]; old != nil {
-		return old
+	e := sh.m[string(key)]
+	if e == nil {
+		e = fresh
+		k := string(key)
+		size := int64(len(k) + entryCost)
+		if !c.room(sh, size, nil) {
+			return e
+		}
+		if sh.m == nil {
+			sh.m = make(map[string]*cached)
+		}
+		e.key, e.size = k, size
+		sh.m[k] = e
+		sh.ring = append(sh.ring, e)
+		c.bytes.Add(size)
 	}
-	if sh.m == nil {
-		sh.m = make(map[string]*cached)
+	if len(e.orders) == 1 {
+		order = 0
 	}
-	if len(sh.m) < cacheLimit/cacheShards {
-		sh.m[string(key)] = e
+	if size := int64(len(wire)); e.orders[order].Load() == nil && c.room(sh, size, e) {
+		e.orders[order].Store(&wire)
+		e.size += size
+		c.bytes.Add(size)
 	}
 	return e
+}
+
+// room evicts entries of sh other than keep until size more bytes fit in
+// the cache and, for a new entry (keep nil), one more entry in sh.
+func (c *respCache) room(sh *cacheShard, size int64, keep *cached) bool {
+	if size > c.maxBytes/16 {
+		return false
+	}
+	for keep == nil && int64(len(sh.m)) >= c.maxEntries/cacheShards || c.bytes.Load()+size > c.maxBytes {
+		if !c.evict(sh, keep) {
+			return false
+		}
+	}
+	return true
+}
+
+// evict drops the first entry of sh at or after the hand that was not
+// asked for since the hand last passed, clearing the marks it passes; keep
+// stays. False when sh holds nothing else.
+func (c *respCache) evict(sh *cacheShard, keep *cached) bool {
+	n := len(sh.ring)
+	if n == 0 || n == 1 && sh.ring[0] == keep {
+		return false
+	}
+	// Two rounds clear every mark; hits racing the sweep could set them
+	// again, so past that the hand takes what it finds.
+	for i := 0; ; i++ {
+		if sh.hand >= len(sh.ring) {
+			sh.hand = 0
+		}
+		e := sh.ring[sh.hand]
+		if e != keep {
+			if !e.used.Load() || i >= 2*n {
+				break
+			}
+			e.used.Store(false)
+		}
+		sh.hand++
+	}
+	victim, last := sh.ring[sh.hand], len(sh.ring)-1
+	sh.ring[sh.hand], sh.ring[last] = sh.ring[last], nil
+	sh.ring = sh.ring[:last]
+	delete(sh.m, victim.key)
+	c.bytes.Add(-victim.size)
+	c.evictions.Inc()
+	return true
+}
+
+// entries counts the cache's entries, for its gauge.
+func (c *respCache) entries() int {
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	return n
 }
 
 func (s *Server) cacheFor(sn *snap.Snapshot) *respCache {
@@ -90,7 +199,7 @@ func (s *Server) cacheFor(sn *snap.Snapshot) *respCache {
 	if c != nil && c.snap == sn {
 		return c
 	}
-	nc := &respCache{snap: sn}
+	nc := &respCache{snap: sn, evictions: s.cacheEvictions, maxEntries: s.cacheLimits[0], maxBytes: s.cacheLimits[1]}
 	if s.cache.CompareAndSwap(c, nc) {
 		return nc
 	}
@@ -160,16 +269,16 @@ func (w *worker) handle(b []byte) []byte {
 		}
 	}
 
-	if len(b) < 12 || b[2]&0x80 != 0 {
-		return nil // no header to answer, or a response: never reply
+	if !fast {
+		if v, qend := screen(b, !w.tcp); v != accept {
+			return w.reject(b, v, qend, start)
+		}
 	}
 	req := new(dns.Msg)
 	if err := req.Unpack(b); err != nil {
-		// As miekg/dns does: FORMERR with the header's id and opcode.
-		m := &dns.Msg{MsgHdr: dns.MsgHdr{Id: be16(b), Response: true, Opcode: int(b[2]>>3) & 0xf, Rcode: dns.RcodeFormatError}}
-		out, _ := m.PackBuffer(w.out[:0])
-		s.count(nil, m, start)
-		return out
+		// What screen lets through and miekg/dns still turns down: the
+		// data of a record or an option it checks.
+		return w.reject(b, formErr, plainQuestion(b), start)
 	}
 	size := q.size
 	if !fast {
@@ -209,25 +318,62 @@ func (w *worker) handle(b []byte) []byte {
 	}
 	w.out = out
 	counter := s.count(req, m, start)
-	if c != nil && !forwarded && !personal && !under && s.cacheable(m) {
+	if c != nil && !forwarded && !personal && !under && s.cacheable(m) && (e == nil || e.orders[order%len(e.orders)].Load() == nil) {
+		// A fresh entry, also when e exists: an eviction may have taken
+		// it from the cache since it was found.
+		var fresh *cached
 		if e == nil {
 			n := 1
 			if rotates {
 				n = rotations
 			}
-			e = c.put(w.key, &cached{orders: make([]atomic.Pointer[[]byte], n), counter: counter, searched: slices.Clone(w.searched)})
-		}
-		if len(e.orders) == 1 {
-			order = 0
+			fresh = &cached{orders: make([]atomic.Pointer[[]byte], n), counter: counter, searched: slices.Clone(w.searched)}
+		} else {
+			fresh = &cached{orders: make([]atomic.Pointer[[]byte], len(e.orders)), counter: e.counter, searched: e.searched}
 		}
 		// The key holds the question in lowercase, and so does the
 		// cached question section; a 0x20 query's own spelling is copied
 		// over it on the way out.
 		wire := slices.Clone(out)
 		copy(wire[12:q.qend-4], w.key)
-		e.orders[order].CompareAndSwap(nil, &wire)
+		c.store(w.key, fresh, order, wire)
 	}
 	return out
+}
+
+// reject answers a message screen or miekg/dns turned down: its header
+// with QR set, its id, opcode, RD and CD, the rcode, and its question
+// when that is plain; nothing else of it, which may be junk. Built in
+// w.out, it allocates nothing.
+func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
+	var counter prometheus.Counter
+	var rcode byte
+	switch v {
+	case formErr:
+		rcode, counter = dns.RcodeFormatError, w.s.formErrs
+	case notImp:
+		rcode, counter = dns.RcodeNotImplemented, w.s.notImps
+	default:
+		return nil
+	}
+	out := append(w.out[:0], b[0], b[1], 0x80|b[2]&0x79, b[3]&0x10|rcode, 0, 0, 0, 0, 0, 0, 0, 0)
+	if qend > 0 {
+		out[5] = 1
+		out = append(out, b[12:qend]...)
+	}
+	w.out = out
+	counter.Inc()
+	w.s.latency.Observe(time.Since(start).Seconds())
+	return out
+}
+
+// oversized answers a query larger than maxQuery from its header alone:
+// FORMERR, unless it is a response.
+func (w *worker) oversized(hdr []byte) []byte {
+	if len(hdr) < 12 || hdr[2]&0x80 != 0 {
+		return nil
+	}
+	return w.reject(hdr, formErr, 0, time.Now())
 }
 
 // cacheable is false for answers that differ by who asks and how:

@@ -43,6 +43,12 @@ type Server struct {
 	tcpConns   prometheus.Gauge
 	tcpRefused prometheus.Counter
 
+	// queries_total of rejected messages, looked up once: a flood of junk
+	// must not cost a label lookup each.
+	formErrs, notImps prometheus.Counter
+	cacheEvictions    prometheus.Counter
+	cacheLimits       [2]int64 // entries, bytes: cacheLimit and cacheBytes but in tests
+
 	searches map[searchKey][]prometheus.Counter // autopath.go
 
 	// DNS over TCP: a connection with no complete query for TCPIdle is
@@ -59,6 +65,8 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		opts:     opts,
 		log:      log,
 		slots:    make(chan struct{}, maxForwarding),
+
+		cacheLimits: [2]int64{cacheLimit, cacheBytes},
 
 		TCPIdle:     defaultTCPIdle,
 		TCPMaxConns: defaultTCPMaxConns,
@@ -77,7 +85,28 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 	s.tcpRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_tcp_refused_total", Help: "DNS over TCP connections closed at once because the server had its maximum open.",
 	})
-	reg.MustRegister(s.queries, s.latency, s.tcpConns, s.tcpRefused)
+	s.formErrs = s.queries.WithLabelValues("none", rcodeLabel(dns.RcodeFormatError))
+	s.notImps = s.queries.WithLabelValues("none", rcodeLabel(dns.RcodeNotImplemented))
+	s.cacheEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_cache_evictions_total", Help: "Responses dropped from the response cache to make room for others.",
+	})
+	cacheEntries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "etcdns_dnsd_cache_entries", Help: "Questions in the response cache of the current snapshot.",
+	}, func() float64 {
+		if c := s.cache.Load(); c != nil {
+			return float64(c.entries())
+		}
+		return 0
+	})
+	cacheSize := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "etcdns_dnsd_cache_bytes", Help: "Bytes the response cache of the current snapshot accounts for: keys, packed responses and a fixed cost per entry.",
+	}, func() float64 {
+		if c := s.cache.Load(); c != nil {
+			return float64(c.bytes.Load())
+		}
+		return 0
+	})
+	reg.MustRegister(s.queries, s.latency, s.tcpConns, s.tcpRefused, s.cacheEvictions, cacheEntries, cacheSize)
 	s.searches = searchCounters(reg)
 	s.opts.Autopath.Observe = func(f answer.Form, found bool) { s.countSearch(f, found) }
 	return s

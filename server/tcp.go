@@ -18,6 +18,10 @@ const (
 	defaultTCPIdle     = 10 * time.Second
 	defaultTCPMaxConns = 1024
 	tcpWriteTimeout    = 5 * time.Second
+
+	// maxPending is how many octets of responses to pipelined queries are
+	// held before they are written, whether or not more queries wait.
+	maxPending = 64 << 10
 )
 
 // tcpServer accepts and serves DNS over TCP: one goroutine per
@@ -94,8 +98,10 @@ func (t *tcpServer) shutdown() {
 }
 
 // conn serves one connection. Queries a client pipelines are read from
-// one buffer and their responses written together once it is drained, so
-// a busy connection costs a system call per burst, not two per query.
+// one buffer and their responses written together when the next message
+// is not whole in it (or maxPending octets wait), so a busy connection
+// costs a system call per burst, not two per query, and no response waits
+// on a message still on its way.
 func (t *tcpServer) conn(c net.Conn) {
 	defer t.untrack(c)
 	defer c.Close()
@@ -105,14 +111,25 @@ func (t *tcpServer) conn(c net.Conn) {
 	}
 	r := bufio.NewReader(c)
 	var pending []byte
+	flush := func() bool {
+		if len(pending) == 0 {
+			return true
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
+		if _, err := c.Write(pending); err != nil {
+			return false
+		}
+		pending = pending[:0]
+		if cap(pending) > maxPending {
+			pending = nil // a burst of large answers: not kept for the connection's life
+		}
+		return true
+	}
+	l := make([]byte, 2) // once: an array here would escape to the heap per query
 	for {
-		if r.Buffered() == 0 {
-			if len(pending) > 0 {
-				_ = c.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
-				if _, err := c.Write(pending); err != nil {
-					return
-				}
-				pending = pending[:0]
+		if !buffered(r) {
+			if !flush() {
+				return
 			}
 			t.mu.Lock()
 			closed := t.closed
@@ -121,20 +138,48 @@ func (t *tcpServer) conn(c net.Conn) {
 				return
 			}
 		}
-		var l [2]byte
-		if _, err := io.ReadFull(r, l[:]); err != nil {
+		if _, err := io.ReadFull(r, l); err != nil {
 			return
 		}
-		n := int(be16(l[:]))
-		if cap(w.in) < n {
-			w.in = make([]byte, n)
+		var out []byte
+		if n := int(be16(l)); n > maxQuery {
+			// Skipped, not read: a connection must not pin 64 KiB for a
+			// message no query needs, nor dnsd parse it.
+			if _, err := io.ReadFull(r, w.in[:12]); err != nil {
+				return
+			}
+			if _, err := r.Discard(n - 12); err != nil {
+				return
+			}
+			out = w.oversized(w.in[:12])
+		} else {
+			if cap(w.in) < n {
+				w.in = make([]byte, maxQuery)
+			}
+			if _, err := io.ReadFull(r, w.in[:n]); err != nil {
+				return
+			}
+			out = w.handle(w.in[:n])
 		}
-		if _, err := io.ReadFull(r, w.in[:n]); err != nil {
-			return
-		}
-		if out := w.handle(w.in[:n]); out != nil {
+		if out != nil {
 			pending = append(pending, byte(len(out)>>8), byte(len(out)))
 			pending = append(pending, out...)
 		}
+		// A client pipelining questions for large answers without reading
+		// them would otherwise grow pending without end; one that does
+		// not read blocks this write and loses the connection after
+		// tcpWriteTimeout.
+		if len(pending) >= maxPending && !flush() {
+			return
+		}
 	}
+}
+
+// buffered reports whether r holds the next message whole, length and all.
+func buffered(r *bufio.Reader) bool {
+	if r.Buffered() < 2 {
+		return false
+	}
+	l, _ := r.Peek(2)
+	return r.Buffered() >= 2+int(be16(l))
 }

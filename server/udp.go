@@ -59,9 +59,10 @@ func (s *Server) serveEach(pc *net.UDPConn) error {
 	}
 }
 
-// udpBufSize is the largest query read; a larger datagram is cut, and its
-// FORMERR says so.
-const udpBufSize = 4096
+// udpBufSize is the largest query read. A larger datagram is cut: on
+// Linux the kernel says so (MSG_TRUNC) and it gets FORMERR; elsewhere what
+// is left is screened as it is, and rarely parses.
+const udpBufSize = maxQuery
 
 func (s *Server) newUDPWorker(pc *net.UDPConn) *worker {
 	return &worker{s: s, in: make([]byte, udpBufSize), out: make([]byte, 0, udpBufSize), pc: pc}

@@ -54,19 +54,8 @@ func (s *Server) serveUDP(pc *net.UDPConn) error {
 	if err != nil {
 		return s.serveEach(pc)
 	}
-	b := &udpBatch{w: s.newUDPWorker(pc), rc: rc}
-	for i := range batch {
-		b.bufs[i] = make([]byte, udpBufSize)
-		b.resps[i] = make([]byte, 0, 512)
-		b.inIov[i].Base = &b.bufs[i][0]
-		b.in[i].hdr.Iov = &b.inIov[i]
-		b.in[i].hdr.SetIovlen(1)
-		b.in[i].hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
-		b.out[i].hdr.Iov = &b.outIo[i]
-		b.out[i].hdr.SetIovlen(1)
-	}
-	b.recv = b.recvmmsg
-	b.send = b.sendmmsg
+	b := newUDPBatch(s.newUDPWorker(pc))
+	b.rc = rc
 	for {
 		if err := rc.Read(b.recv); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
@@ -82,6 +71,23 @@ func (s *Server) serveUDP(pc *net.UDPConn) error {
 		b.answer()
 		b.flush()
 	}
+}
+
+func newUDPBatch(w *worker) *udpBatch {
+	b := &udpBatch{w: w}
+	for i := range batch {
+		b.bufs[i] = make([]byte, udpBufSize)
+		b.resps[i] = make([]byte, 0, 512)
+		b.inIov[i].Base = &b.bufs[i][0]
+		b.in[i].hdr.Iov = &b.inIov[i]
+		b.in[i].hdr.SetIovlen(1)
+		b.in[i].hdr.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+		b.out[i].hdr.Iov = &b.outIo[i]
+		b.out[i].hdr.SetIovlen(1)
+	}
+	b.recv = b.recvmmsg
+	b.send = b.sendmmsg
+	return b
 }
 
 // recvmmsg is rc.Read's callback: false asks the poller to wait.
@@ -117,7 +123,12 @@ func (b *udpBatch) answer() {
 		}
 		w.from = from
 		w.out = b.resps[i][:0]
-		out := w.handle(b.bufs[i][:b.in[i].n])
+		var out []byte
+		if b.in[i].hdr.Flags&unix.MSG_TRUNC != 0 {
+			out = w.oversized(b.bufs[i][:b.in[i].n]) // cut at udpBufSize: what is left is no query
+		} else {
+			out = w.handle(b.bufs[i][:b.in[i].n])
+		}
 		if out == nil {
 			continue
 		}

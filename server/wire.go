@@ -18,11 +18,6 @@ type query struct {
 	mixed bool // the name has upper-case letters (0x20)
 }
 
-// parseQuery recognises the shape nearly every stub resolver sends: a
-// QUERY with one question whose name is lowercase letters, digits, '-' or
-// '_' in either case, without compression, and at most an OPT record of
-// version 0 after it, nothing more. Anything else reports false and takes
-// the full path through miekg/dns, which judges it exactly.
 // The EDNS(0) option codes of local and experimental use (RFC 6891 9),
 // where dnsd's own options live.
 const (
@@ -30,6 +25,11 @@ const (
 	localOptionMax = 65534
 )
 
+// parseQuery recognises the shape nearly every stub resolver sends: a
+// QUERY with one question whose name is lowercase letters, digits, '-' or
+// '_' in either case, without compression, and at most an OPT record of
+// version 0 after it, nothing more. Anything else reports false and takes
+// the full path through miekg/dns, which judges it exactly.
 func parseQuery(b []byte) (query, bool) {
 	var q query
 	if len(b) < 12 || b[2]&0xf8 != 0 { // QR and opcode QUERY
@@ -82,10 +82,17 @@ func parseQuery(b []byte) (query, bool) {
 		q.do = b[off+7]&0x80 != 0
 		q.size = answer.UDPSize(be16(b[off+3:]))
 		end := off + 11 + int(be16(b[off+9:]))
-		for o := off + 11; o+4 <= end && end <= len(b); o += 4 + int(be16(b[o+2:])) {
-			if code := be16(b[o:]); code >= localOptionMin && code <= localOptionMax {
+		if end > len(b) {
+			return q, false
+		}
+		o := off + 11
+		for ; o+4 <= end; o += 4 + int(be16(b[o+2:])) {
+			if !opaqueOption(be16(b[o:])) {
 				return q, false
 			}
+		}
+		if o != end {
+			return q, false // an option runs past the record
 		}
 		off = end
 	}
@@ -93,6 +100,20 @@ func parseQuery(b []byte) (query, bool) {
 		return q, false
 	}
 	return q, true
+}
+
+// opaqueOption reports whether an option can ride the fast path: its
+// content neither shapes the answer nor is checked by miekg/dns. The
+// options miekg/dns validates (client subnet, keepalive, expire, ...) take
+// the full path, so a malformed one gets FORMERR whether or not its
+// question is cached; those of the local range make the answer personal.
+func opaqueOption(code uint16) bool {
+	switch code {
+	case dns.EDNS0LLQ, dns.EDNS0UL, dns.EDNS0SUBNET, dns.EDNS0EXPIRE, dns.EDNS0TCPKEEPALIVE,
+		dns.EDNS0EDE, dns.EDNS0REPORTING, dns.EDNS0ZONEVERSION:
+		return false
+	}
+	return code < localOptionMin || code > localOptionMax
 }
 
 // cacheKey is the question in lowercase plus what shapes the response:
@@ -118,3 +139,159 @@ func cacheKey(dst []byte, b []byte, q query) []byte {
 }
 
 func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
+
+// What screen makes of a message off the fast path.
+type verdict int
+
+const (
+	accept  verdict = iota // well-formed: miekg/dns parses it and the engine answers
+	ignore                 // no header, or a response: never answered, as miekg/dns does
+	formErr                // FORMERR
+	notImp                 // NOTIMP: an opcode other than QUERY
+)
+
+// maxQuery is the largest query read whole, over UDP (a larger datagram is
+// cut and gets FORMERR) and TCP (a larger message is skipped and gets
+// FORMERR). A question with EDNS, a cookie and padding is well below it.
+const maxQuery = 4096
+
+// screen judges a message that is not in the fast path's shape without
+// allocating, so junk costs a walk over its bytes and a header-sized
+// reply, never miekg/dns's parse. qend is the end of the question when
+// the message holds one, uncompressed, for the reply to echo; else 0.
+//
+// The rules are miekg/dns's DefaultMsgAcceptFunc (what CoreDNS answers):
+// QR set is ignored, an opcode other than QUERY gets NOTIMP, a question
+// count other than one, more than one answer or authority record or more
+// than two additional records get FORMERR. Beyond it a message that does
+// not parse as its counts say gets FORMERR here rather than from a failed
+// unpack, and so do three that miekg/dns lets through: octets after the
+// last record, two OPT records (RFC 6891 6.1.1 says FORMERR) and a name
+// compressed with a pointer that does not point back before its labels.
+// Knot answers the first two FORMERR too and drops the third. A UDP query
+// over 512 octets without OPT gets FORMERR (RFC 1035 4.2.1: only EDNS
+// allows more), as from CoreDNS, which reads 512 octets and fails on the
+// rest. Unlike Knot, which drops a message whose question does not
+// parse, dnsd answers it FORMERR as CoreDNS does: the reply is never
+// larger than the message, so it amplifies nothing, and a client learns
+// at once that it is at fault.
+func screen(b []byte, udp bool) (v verdict, qend int) {
+	if len(b) < 12 || b[2]&0x80 != 0 {
+		return ignore, 0
+	}
+	qd, an, ns, ar := be16(b[4:]), be16(b[6:]), be16(b[8:]), be16(b[10:])
+	if qd == 1 {
+		qend = plainQuestion(b)
+	}
+	if b[2]>>3&0xf != dns.OpcodeQuery {
+		return notImp, qend
+	}
+	if qd != 1 {
+		return formErr, 0
+	}
+	if an > 1 || ns > 1 || ar > 2 {
+		return formErr, qend
+	}
+	off, ok := skipName(b, 12)
+	if !ok || off+4 > len(b) {
+		return formErr, qend
+	}
+	off += 4
+	opts := 0
+	for i := range int(an) + int(ns) + int(ar) {
+		owner := off
+		if off, ok = skipName(b, off); !ok || off+10 > len(b) {
+			return formErr, qend
+		}
+		rtype, rdata := be16(b[off:]), off+10
+		if off = rdata + int(be16(b[off+8:])); off > len(b) {
+			return formErr, qend
+		}
+		if rtype == dns.TypeOPT {
+			// Once, in the additional section, owned by the root, its
+			// options filling its data exactly (RFC 6891 6.1.1).
+			if opts++; opts > 1 || i < int(an)+int(ns) || b[owner] != 0 || !optionsFit(b[rdata:off]) {
+				return formErr, qend
+			}
+		}
+	}
+	if off != len(b) || udp && opts == 0 && len(b) > dns.MinMsgSize {
+		return formErr, qend
+	}
+	return accept, qend
+}
+
+// skipName returns the offset after the name at off. A pointer must point
+// before where the labels it continues began, so every jump goes back and
+// no loop is possible; and, as in miekg/dns, the name is at most 255
+// octets expanded.
+func skipName(b []byte, off int) (int, bool) {
+	end := -1         // where the name ends in place, once a pointer was taken
+	limit := off      // a pointer must point before this
+	budget := 255 - 1 // the root octet
+	for {
+		if off >= len(b) {
+			return 0, false
+		}
+		c := int(b[off])
+		switch c & 0xc0 {
+		case 0x00:
+			if c == 0 {
+				if end < 0 {
+					end = off + 1
+				}
+				return end, true
+			}
+			if budget -= c + 1; budget < 0 || off+1+c > len(b) {
+				return 0, false
+			}
+			off += 1 + c
+		case 0xc0:
+			if off+1 >= len(b) {
+				return 0, false
+			}
+			to := (c&0x3f)<<8 | int(b[off+1])
+			if to >= limit || to < 12 {
+				return 0, false
+			}
+			if end < 0 {
+				end = off + 2
+			}
+			off, limit = to, to
+		default:
+			return 0, false // 0x40 and 0x80 label types were never deployed
+		}
+	}
+}
+
+// plainQuestion returns the end of the question at offset 12 when its name
+// is uncompressed and whole, else 0.
+func plainQuestion(b []byte) int {
+	off, budget := 12, 255-1
+	for off < len(b) {
+		c := int(b[off])
+		switch {
+		case c == 0:
+			if off+5 > len(b) {
+				return 0
+			}
+			return off + 5
+		case c > 63:
+			return 0
+		}
+		if budget -= c + 1; budget < 0 {
+			return 0
+		}
+		off += 1 + c
+	}
+	return 0
+}
+
+// optionsFit reports whether EDNS options fill rdata exactly.
+func optionsFit(rdata []byte) bool {
+	o := 0
+	for o+4 <= len(rdata) {
+		o += 4 + int(be16(rdata[o+2:]))
+	}
+	return o == len(rdata)
+}

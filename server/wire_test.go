@@ -21,6 +21,11 @@ func TestFastPathOptions(t *testing.T) {
 		{"cookie then local 65534", []dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"},
 			&dns.EDNS0_LOCAL{Code: 65534, Data: []byte("x")}}, false},
 		{"65535 is reserved, not local", []dns.EDNS0{&dns.EDNS0_LOCAL{Code: 65535}}, true},
+		{"padding", []dns.EDNS0{&dns.EDNS0_PADDING{Padding: make([]byte, 16)}}, true},
+		// miekg/dns checks these; a malformed one must get its FORMERR
+		// even when the question is cached.
+		{"client subnet", []dns.EDNS0{&dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: 24, Address: []byte{10, 0, 0, 0}}}, false},
+		{"keepalive", []dns.EDNS0{&dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE}}, false},
 	} {
 		m := new(dns.Msg).SetQuestion("web.apps.svc.cluster.local.", dns.TypeA)
 		m.SetEdns0(1232, false)
@@ -33,5 +38,27 @@ func TestFastPathOptions(t *testing.T) {
 		if _, fast := parseQuery(b); fast != c.fast {
 			t.Errorf("%s: fast path %v, want %v", c.name, fast, c.fast)
 		}
+	}
+}
+
+// An option whose length runs past its OPT record leaves the fast path,
+// so the cache never answers a query miekg/dns would call malformed.
+func TestFastPathOptionOverrun(t *testing.T) {
+	m := new(dns.Msg).SetQuestion("web.apps.svc.cluster.local.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().Option = []dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0123456789abcdef"}}
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, fast := parseQuery(b); !fast {
+		t.Fatal("a query with a cookie is not on the fast path")
+	}
+	b[len(b)-9]++ // the cookie's length: one octet more than there is
+	if _, fast := parseQuery(b); fast {
+		t.Error("an option running past its record is on the fast path")
+	}
+	if new(dns.Msg).Unpack(b) == nil {
+		t.Error("miekg/dns parses it; the test proves nothing")
 	}
 }

@@ -63,6 +63,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		Federation: fed,
 		Autopath:   autopath(d, cfg.Cluster.Pods, log),
 	}, reg, log)
+	srv.TCPIdle, srv.TCPMaxConns = d.TCPIdleTimeout, d.TCPMaxConnections
 	if d.Forward {
 		f, err := forwarder(d, reg, log)
 		if err != nil {
