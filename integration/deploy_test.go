@@ -44,8 +44,8 @@ var deployOverlays = []string{"single-cluster", "external-etcd", "node-local", "
 // deployUID is the user of the images (deploy/docker) and of every pod.
 const deployUID = 65532
 
-// TestDeploy renders every overlay of deploy/ with kubectl's kustomize and
-// checks the result three ways: statically (least privilege), against a
+// TestDeploy (issue 9 item 8) renders every overlay of deploy/ with
+// kubectl's kustomize and checks the result three ways: statically (least privilege), against a
 // real kube-apiserver (server-side dry-run apply under the restricted pod
 // security profile, and the publisher's RBAC evaluated by the API server),
 // and by running what the manifests run: the publisher as its service

@@ -30,10 +30,12 @@ var probe = func() []byte {
 	return b
 }()
 
-// FuzzServeDNS feeds raw messages to what the listeners run: the UDP
-// socket reader's batch (fast path, cache, full path, forwarding inline)
-// from a client forwarding allows and from one it refuses, and the TCP
-// connection loop with a query after the message. Whatever the bytes:
+// FuzzServeDNS (issue 9 item 5, with FuzzTCPStream, FuzzRecord and the
+// keys package's targets; make fuzz runs each for five minutes) feeds raw
+// messages to what the listeners run: the UDP socket reader's batch (fast
+// path, cache, full path, forwarding inline) from a client forwarding
+// allows and from one it refuses, and the TCP connection loop with a query
+// after the message. Whatever the bytes:
 //
 //   - no panic, and a reply exactly when the message has a header and is
 //     no response;
