@@ -110,25 +110,39 @@ func (t *tcpServer) conn(c net.Conn) {
 		w.from = a.AddrPort()
 	}
 	r := bufio.NewReader(c)
+	// pending is a pooled buffer while responses wait, nil while the
+	// connection waits for queries: an idle connection holds no response
+	// memory, and a busy one does not allocate per burst (large answers
+	// would otherwise cost more in allocation than in answering).
+	var held *[]byte
 	var pending []byte
-	flush := func() bool {
-		if len(pending) == 0 {
-			return true
+	defer func() {
+		if held != nil && cap(pending) <= 4*maxPending {
+			*held = pending[:0]
+			pendingPool.Put(held)
 		}
-		_ = c.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
-		if _, err := c.Write(pending); err != nil {
-			return false
+	}()
+	flush := func(idle bool) bool {
+		if len(pending) > 0 {
+			_ = c.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
+			if _, err := c.Write(pending); err != nil {
+				return false
+			}
 		}
 		pending = pending[:0]
-		if cap(pending) > maxPending {
-			pending = nil // a burst of large answers: not kept for the connection's life
+		if idle && held != nil {
+			if cap(pending) <= 4*maxPending {
+				*held = pending
+				pendingPool.Put(held)
+			}
+			held, pending = nil, nil
 		}
 		return true
 	}
 	l := make([]byte, 2) // once: an array here would escape to the heap per query
 	for {
 		if !buffered(r) {
-			if !flush() {
+			if !flush(true) {
 				return
 			}
 			t.mu.Lock()
@@ -162,6 +176,10 @@ func (t *tcpServer) conn(c net.Conn) {
 			out = w.handle(w.in[:n])
 		}
 		if out != nil {
+			if held == nil {
+				held = pendingPool.Get().(*[]byte)
+				pending = (*held)[:0]
+			}
 			pending = append(pending, byte(len(out)>>8), byte(len(out)))
 			pending = append(pending, out...)
 		}
@@ -169,11 +187,17 @@ func (t *tcpServer) conn(c net.Conn) {
 		// them would otherwise grow pending without end; one that does
 		// not read blocks this write and loses the connection after
 		// tcpWriteTimeout.
-		if len(pending) >= maxPending && !flush() {
+		if len(pending) >= maxPending && !flush(false) {
 			return
 		}
 	}
 }
+
+// pendingPool holds the response buffers of connections between bursts.
+var pendingPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 2*maxPending)
+	return &b
+}}
 
 // buffered reports whether r holds the next message whole, length and all.
 func buffered(r *bufio.Reader) bool {
