@@ -116,12 +116,14 @@ func (t *tcpServer) conn(c net.Conn) {
 	// would otherwise cost more in allocation than in answering).
 	var held *[]byte
 	var pending []byte
-	defer func() {
+	release := func() { // back to the pool, unless a burst grew it too large to keep
 		if held != nil && cap(pending) <= 4*maxPending {
 			*held = pending[:0]
 			pendingPool.Put(held)
 		}
-	}()
+		held, pending = nil, nil
+	}
+	defer release()
 	flush := func(idle bool) bool {
 		if len(pending) > 0 {
 			_ = c.SetWriteDeadline(time.Now().Add(tcpWriteTimeout))
@@ -130,12 +132,8 @@ func (t *tcpServer) conn(c net.Conn) {
 			}
 		}
 		pending = pending[:0]
-		if idle && held != nil {
-			if cap(pending) <= 4*maxPending {
-				*held = pending
-				pendingPool.Put(held)
-			}
-			held, pending = nil, nil
+		if idle {
+			release()
 		}
 		return true
 	}
