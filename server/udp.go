@@ -27,7 +27,8 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, si
 		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
-			s.count(req, m, start)
+			s.count(req, m)
+			s.latency.Observe(time.Since(start).Seconds())
 		}
 	}()
 	return true

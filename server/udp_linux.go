@@ -68,8 +68,10 @@ func (s *Server) serveUDP(pc *net.UDPConn) error {
 			s.log.Warn("reading UDP queries failed", "err", b.errno)
 			continue
 		}
+		b.w.startBatch()
 		b.answer()
 		b.flush()
+		b.w.endBatch()
 	}
 }
 
