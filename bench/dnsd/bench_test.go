@@ -51,7 +51,7 @@ func env(name string, def int) int {
 }
 
 func TestPeers(t *testing.T) {
-	n, rounds, duration, clients := env("SERVICES", 1000), env("ROUNDS", 3), env("DURATION", 10), env("CLIENTS", 4)
+	n, rounds, duration, clients := env("SERVICES", 1000), env("ROUNDS", 10), env("DURATION", 3), env("CLIENTS", 4)
 	dnsperf := harness.SystemTool(t, "dnsperf")
 	w := newWorld(t, n)
 
@@ -110,7 +110,8 @@ func TestPeers(t *testing.T) {
 		s.proc.Resume()
 	}
 
-	legend := fmt.Sprintf("QPS: max throughput, mean of %d runs of %d s with %d clients; dnsd/peer QPS above 1 means dnsd is faster. "+
+	legend := fmt.Sprintf("QPS: max throughput, median of %d runs of %d s with %d clients, and the lowest and highest run; "+
+		"dnsd/peer QPS, of the medians, above 1 means dnsd is faster; rounds dnsd faster: runs of dnsd above the peer's run of the same round. "+
 		"p50/p99: latency of every query in %d s runs at a fixed rate, given per mix, well below capacity. "+
 		"CPU s/run: server process user+system seconds per throughput run, and per query answered; "+
 		"store: its store's in the same windows, etcd for dnsd and coredns etcd, kube-apiserver and its etcd for coredns kubernetes. "+

@@ -122,12 +122,27 @@ func peakRSS(t *testing.T, p *harness.Process) float64 {
 	return float64(hwm) / (1 << 20)
 }
 
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
+// median of xs: on two cores shared with dnsperf, one server's QPS swings
+// by up to a fifth either way from one run to the next, and the median of
+// many short runs is what a few such swings cannot move.
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
 	}
-	return s / float64(len(xs))
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// wins counts the rounds in which d's QPS is above p's: each pair of
+// runs is back to back, so it holds the machine's drift constant.
+func wins(d, p []float64) int {
+	n := 0
+	for i := range min(len(d), len(p)) {
+		if d[i] > p[i] {
+			n++
+		}
+	}
+	return n
 }
 
 // percentile of sorted xs, 0 < p < 1.
@@ -142,16 +157,17 @@ func percentile(xs []float64, p float64) float64 {
 // peer (dnsd/peer, above 1 means dnsd is faster) and whether dnsd's p99 is
 // no worse than the peer's.
 func table(t *testing.T, servers []*server, m *mix) (header []string, rows [][]string, notes []string) {
-	header = []string{"server", "QPS", "dnsd/peer QPS", "p50 ms", "p99 ms", "dnsd p99 <= peer",
+	header = []string{"server", "QPS", "QPS range", "dnsd/peer QPS", "rounds dnsd faster", "p50 ms", "p99 ms", "dnsd p99 <= peer",
 		"CPU s/run", "CPU us/query", "store CPU s/run", "peak RSS MiB", "lost"}
 	d := servers[0].res[m.name]
 	slices.Sort(d.lat)
 	for _, s := range servers {
 		r := s.res[m.name]
 		slices.Sort(r.lat)
-		ratio, p99ok, store := "-", "-", "-"
+		ratio, won, p99ok, store := "-", "-", "-", "-"
 		if s != servers[0] {
-			ratio = fmt.Sprintf("%.2fx", mean(d.qps)/mean(r.qps))
+			ratio = fmt.Sprintf("%.2fx", median(d.qps)/median(r.qps))
+			won = fmt.Sprintf("%d/%d", wins(d.qps, r.qps), len(r.qps))
 			p99ok = "no"
 			if percentile(d.lat, 0.99) <= percentile(r.lat, 0.99) {
 				p99ok = "yes"
@@ -160,11 +176,12 @@ func table(t *testing.T, servers []*server, m *mix) (header []string, rows [][]s
 		if len(s.stores) > 0 {
 			store = fmt.Sprintf("%.2f", r.storeCPU/float64(len(r.qps)))
 		}
-		rows = append(rows, []string{s.name, fmt.Sprintf("%.0f", mean(r.qps)), ratio,
+		rows = append(rows, []string{s.name, fmt.Sprintf("%.0f", median(r.qps)),
+			fmt.Sprintf("%.0f-%.0f", slices.Min(r.qps), slices.Max(r.qps)), ratio, won,
 			fmt.Sprintf("%.3f", percentile(r.lat, 0.5)), fmt.Sprintf("%.3f", percentile(r.lat, 0.99)), p99ok,
 			fmt.Sprintf("%.2f", r.cpu/float64(len(r.qps))), fmt.Sprintf("%.1f", r.cpu/r.answered*1e6), store,
 			fmt.Sprintf("%.0f", peakRSS(t, s.proc)), strconv.Itoa(r.lost)})
-		if mean(r.qps) < 2*float64(m.rate) {
+		if median(r.qps) < 2*float64(m.rate) {
 			notes = append(notes, fmt.Sprintf("%s's max QPS is below twice the fixed rate of %d qps: its percentiles include queueing", s.name, m.rate))
 		}
 	}

@@ -12,12 +12,12 @@
 # dnsd's etcd put-to-answer latency.
 #
 #   bench/dnsd/run.sh
-#   SERVICES=1000 ROUNDS=3 DURATION=10 CLIENTS=4 RATE=5000 SRV_RATE=200 \
+#   SERVICES=1000 ROUNDS=10 DURATION=3 CLIENTS=4 RATE=5000 SRV_RATE=200 \
 #     CHANGES=200 OUT=/tmp/peers.md bench/dnsd/run.sh
 #
 # SERVICES  ClusterIP services over 20 namespaces (default 1000, 40-60000)
-# ROUNDS    rounds of every mix against every server (default 3)
-# DURATION  seconds of each dnsperf run (default 10)
+# ROUNDS    rounds of every mix against every server (default 10)
+# DURATION  seconds of each dnsperf run (default 3)
 # CLIENTS   dnsperf -c (default 4)
 # RATE      fixed qps of the latency runs of the UDP mixes (default 5000)
 # SRV_RATE  fixed qps of the latency runs of the SRV mix (default 200)
