@@ -112,7 +112,8 @@ func TestPeers(t *testing.T) {
 
 	legend := fmt.Sprintf("QPS: max throughput, median of %d runs of %d s with %d clients, and the lowest and highest run; "+
 		"dnsd/peer QPS, of the medians, above 1 means dnsd is faster; rounds dnsd faster: runs of dnsd above the peer's run of the same round. "+
-		"p50/p99: latency of every query in %d s runs at a fixed rate, given per mix, well below capacity. "+
+		"p50: latency of every query in %d s runs at a fixed rate, given per mix, well below capacity; "+
+		"p99: the median of those runs' own p99s, since a p99 pooled over all runs is set by whichever server ran in the machine's worst seconds. "+
 		"CPU s/run: server process user+system seconds per throughput run, and per query answered; "+
 		"store: its store's in the same windows, etcd for dnsd and coredns etcd, kube-apiserver and its etcd for coredns kubernetes. "+
 		"Peak RSS: VmHWM of the server process at the end. Lost: queries unanswered in both runs.", rounds, duration, clients, duration)
