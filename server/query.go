@@ -247,6 +247,15 @@ func (w *worker) endBatch() {
 	}
 }
 
+// now is when the query being handled was read: the batch's start, or
+// the clock.
+func (w *worker) now() time.Time {
+	if w.batchStart.IsZero() {
+		return time.Now()
+	}
+	return w.batchStart
+}
+
 // observe records one answer's latency, now or at the batch's end.
 func (w *worker) observe(start time.Time) {
 	if !w.batchStart.IsZero() {
@@ -260,10 +269,7 @@ func (w *worker) observe(start time.Time) {
 // silent. The response is in w.out, valid until the next call.
 func (w *worker) handle(b []byte) []byte {
 	s := w.s
-	start := w.batchStart
-	if start.IsZero() {
-		start = time.Now()
-	}
+	start := w.now()
 	sn := s.snapshot()
 	q, fast := parseQuery(b)
 	if w.tcp {
@@ -407,7 +413,7 @@ func (w *worker) oversized(hdr []byte) []byte {
 	if len(hdr) < 12 || hdr[2]&0x80 != 0 {
 		return nil
 	}
-	return w.reject(hdr, formErr, 0, time.Now())
+	return w.reject(hdr, formErr, 0, w.now())
 }
 
 // cacheable is false for answers that differ by who asks and how:

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	dto "github.com/prometheus/client_model/go"
 	"io"
 	"log/slog"
 	"net/http"
@@ -216,4 +217,35 @@ func TestCacheConcurrent(t *testing.T) {
 		cur.Store(testSnapshot(t, i%5))
 	}
 	wg.Wait()
+}
+
+// The answers of a UDP batch are timed once, when the batch ends, and
+// each is counted in the latency histogram.
+func TestBatchTimesEachAnswer(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 3))
+	w := srv.newUDPWorker(nil)
+	q, err := new(dns.Msg).SetQuestion("nope.cluster.local.", dns.TypeA).Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	observed := func() uint64 {
+		var m dto.Metric
+		if err := srv.latency.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	w.startBatch()
+	for range 3 {
+		if w.handle(q) == nil {
+			t.Fatal("no answer")
+		}
+	}
+	if n := observed(); n != 0 {
+		t.Fatalf("%d latencies observed before the batch ended", n)
+	}
+	w.endBatch()
+	if n := observed(); n != 3 {
+		t.Fatalf("%d latencies observed for a batch of 3 answers", n)
+	}
 }
