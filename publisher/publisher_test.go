@@ -301,6 +301,9 @@ func TestCreateUpdateDelete(t *testing.T) {
 	}
 
 	// Update: one endpoint leaves, one joins. Only the difference is written.
+	// The counter moves just after etcd shows a commit: before reading it,
+	// wait until it counts every record so far, each written once.
+	waitCounter(p.m.Written, float64(len(w)))
 	written := counter(p.m.Written)
 	unchangedKey := "/skydns/arpa/in-addr/10/244/1/10"
 	before, _ := cli.Get(bg, unchangedKey)
