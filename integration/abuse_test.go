@@ -14,13 +14,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/internal/testdns"
 	"github.com/etcdns/etcdns/keys"
 )
 
@@ -35,10 +35,10 @@ func TestAbuseItem7(t *testing.T) {
 	dnsdPut(t, etcd.Client(t), append([]keys.Record{b.Version()}, dnsdRecords(b.Service(dnsdService("default", "kubernetes", "10.96.0.1"), nil))...))
 
 	t.Run("REFUSED outside the zones and forwarding", func(t *testing.T) {
-		up, asked := abuseUpstream(t)
+		up, asked := testdns.Upstream(t)
 		off := startDnsd(t, etcd)
-		closed := startDnsd(t, etcd, "--dnsd.forward", "--dnsd.upstreams="+up, "--dnsd.forward-allow=192.0.2.0/24")
-		open := startDnsd(t, etcd, "--dnsd.forward", "--dnsd.upstreams="+up, "--dnsd.forward-allow=127.0.0.0/8")
+		closed := startDnsd(t, etcd, "--dnsd.forward", "--dnsd.upstreams="+up.String(), "--dnsd.forward-allow=192.0.2.0/24")
+		open := startDnsd(t, etcd, "--dnsd.forward", "--dnsd.upstreams="+up.String(), "--dnsd.forward-allow=127.0.0.0/8")
 		for _, network := range []string{"udp", "tcp"} {
 			for _, d := range []struct {
 				what string
@@ -205,27 +205,6 @@ func TestAbuseItem7(t *testing.T) {
 			t.Errorf("after the flood: %v", r)
 		}
 	})
-}
-
-// abuseUpstream answers every question with A 192.0.2.53 on a loopback
-// UDP port and counts the questions.
-func abuseUpstream(t *testing.T) (string, *atomic.Int64) {
-	t.Helper()
-	var asked atomic.Int64
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		asked.Add(1)
-		m := new(dns.Msg).SetReply(req)
-		m.RecursionAvailable = true
-		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(192, 0, 2, 53)}}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String(), &asked
 }
 
 // abuseFlood asks n random names in cluster.local over UDP from eight

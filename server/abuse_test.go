@@ -10,13 +10,13 @@ import (
 	"net/netip"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/etcdns/etcdns/internal/testdns"
 	"github.com/etcdns/etcdns/server/forward"
 	"github.com/etcdns/etcdns/server/snap"
 )
@@ -386,27 +386,6 @@ func TestOversizedItem7(t *testing.T) {
 	}
 }
 
-// upstreamServer answers every question with A 192.0.2.53 over UDP, on
-// a loopback port, and counts what it is asked.
-func upstreamServer(t testing.TB) (netip.AddrPort, *atomic.Int64) {
-	t.Helper()
-	var asked atomic.Int64
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		asked.Add(1)
-		m := new(dns.Msg).SetReply(req)
-		m.RecursionAvailable = true
-		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.IPv4(192, 0, 2, 53)}}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return netip.MustParseAddrPort(pc.LocalAddr().String()), &asked
-}
-
 // withForwarding turns ClusterFirst forwarding on for srv, to up, for the
 // clients in allow.
 func withForwarding(t testing.TB, srv *Server, up netip.AddrPort, allow ...string) {
@@ -457,7 +436,7 @@ func TestRefusedItem7(t *testing.T) {
 		t.Errorf("a missing name inside the zones: %v; want NXDOMAIN", m)
 	}
 
-	up, asked := upstreamServer(t)
+	up, asked := testdns.Upstream(t)
 	on := newServer(t, testSnapshot(t, 0))
 	withForwarding(t, on, up, "10.0.0.0/8")
 	for _, tcp := range []bool{false, true} {

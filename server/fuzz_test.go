@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/etcdns/etcdns/internal/testdns"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/snap"
@@ -51,7 +52,7 @@ var probe = func() []byte {
 //   - TCP answers what UDP truncates, with the same rcode, and goes on
 //     to answer the next query.
 func FuzzServeDNS(f *testing.F) {
-	up, _ := upstreamServer(f)
+	up, _ := testdns.Upstream(f)
 	srv := newServer(f, testSnapshot(f, 60))
 	srv.opts.Rotate = false // so repeated answers are comparable
 	withForwarding(f, srv, up, "127.0.0.0/8")
