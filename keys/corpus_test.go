@@ -7,10 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/etcdns/etcdns/internal/fuzzcorpus"
 )
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the fuzz targets' seed files under testdata/fuzz from the README's records")
@@ -20,38 +21,17 @@ var unsafeFileChars = regexp.MustCompile(`[^a-z0-9]+`)
 // TestFuzzCorpus: the seed files of FuzzKeyRoundTrip, FuzzParseKey and
 // FuzzDecode are the owner names, keys and values README.md shows, every
 // record of both specs, and a few hand-picked edges (go test ./keys -run
-// TestFuzzCorpus -args -update-corpus rewrites them). Files of other
-// names, crashers the fuzzer found, are left alone.
+// TestFuzzCorpus -args -update-corpus rewrites them).
 func TestFuzzCorpus(t *testing.T) {
-	for target, seeds := range keySeeds(t) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *updateCorpus {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for desc, arg := range seeds {
+	seeds := map[string][]fuzzcorpus.Seed{}
+	for target, byDesc := range keySeeds(t) {
+		for desc, arg := range byDesc {
 			// Readable, and unique where "." and "" read alike.
 			name := fmt.Sprintf("%.60s-%.8x", strings.Trim(unsafeFileChars.ReplaceAllString(strings.ToLower(desc), "-"), "-"), sha256.Sum256([]byte(desc)))
-			path := filepath.Join(dir, name)
-			var want string
-			switch v := arg.(type) {
-			case string:
-				want = fmt.Sprintf("go test fuzz v1\nstring(%q)\n", v)
-			case []byte:
-				want = fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", v)
-			}
-			if *updateCorpus {
-				if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			if got, err := os.ReadFile(path); err != nil || string(got) != want {
-				t.Errorf("%s differs from its seed %q (go test ./keys -run TestFuzzCorpus -args -update-corpus): %v", path, desc, err)
-			}
+			seeds[target] = append(seeds[target], fuzzcorpus.Seed{Name: name, Desc: desc, Args: []any{arg}})
 		}
 	}
+	fuzzcorpus.Check(t, seeds, *updateCorpus, "go test ./keys -run TestFuzzCorpus -args -update-corpus")
 }
 
 // keySeeds maps each target to its seeds by description.

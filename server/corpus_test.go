@@ -3,34 +3,17 @@ package server
 import (
 	"bufio"
 	"flag"
-	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/internal/fuzzcorpus"
 )
 
 var updateCorpus = flag.Bool("update-corpus", false, "rewrite the fuzz targets' seed files under testdata/fuzz from fuzzSeeds")
-
-// corpusFile is a seed in the format of go test's corpus files.
-func corpusFile(args ...any) []byte {
-	var b strings.Builder
-	b.WriteString("go test fuzz v1\n")
-	for _, a := range args {
-		switch v := a.(type) {
-		case []byte:
-			fmt.Fprintf(&b, "[]byte(%q)\n", v)
-		case string:
-			fmt.Fprintf(&b, "string(%q)\n", v)
-		default:
-			panic(fmt.Sprintf("seed of type %T", a))
-		}
-	}
-	return []byte(b.String())
-}
 
 var unsafeFileChars = regexp.MustCompile(`[^a-z0-9]+`)
 
@@ -40,36 +23,15 @@ func seedName(desc string) string {
 }
 
 // TestFuzzCorpus: the seed files under testdata/fuzz are fuzzSeeds' (go
-// test -run TestFuzzCorpus -update-corpus rewrites them). Files of other
-// names, crashers the fuzzer found, are left alone.
+// test -run TestFuzzCorpus -update-corpus rewrites them).
 func TestFuzzCorpus(t *testing.T) {
-	for target, seeds := range fuzzSeeds(t) {
-		dir := filepath.Join("testdata", "fuzz", target)
-		if *updateCorpus {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
-		seen := map[string]bool{}
-		for _, s := range seeds {
-			name := seedName(s.desc)
-			if seen[name] {
-				t.Fatalf("%s: two seeds named %s", target, name)
-			}
-			seen[name] = true
-			path := filepath.Join(dir, name)
-			want := corpusFile(s.args...)
-			if *updateCorpus {
-				if err := os.WriteFile(path, want, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			if got, err := os.ReadFile(path); err != nil || string(got) != string(want) {
-				t.Errorf("%s differs from its seed %q (go test ./server -run TestFuzzCorpus -update-corpus): %v", path, s.desc, err)
-			}
+	seeds := map[string][]fuzzcorpus.Seed{}
+	for target, ss := range fuzzSeeds(t) {
+		for _, s := range ss {
+			seeds[target] = append(seeds[target], fuzzcorpus.Seed{Name: seedName(s.desc), Desc: s.desc, Args: s.args})
 		}
 	}
+	fuzzcorpus.Check(t, seeds, *updateCorpus, "go test ./server -run TestFuzzCorpus -update-corpus")
 }
 
 type seed struct {
