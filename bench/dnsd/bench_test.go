@@ -50,14 +50,36 @@ func env(name string, def int) int {
 	return def
 }
 
+// pick reads a comma-separated subset of all from the environment
+// variable name, all of it when unset.
+func pick(t *testing.T, name string, all []string) map[string]bool {
+	set := map[string]bool{}
+	v := os.Getenv(name)
+	if v == "" {
+		v = strings.Join(all, ",")
+	}
+	for _, x := range strings.Split(v, ",") {
+		if !slices.Contains(all, x) {
+			t.Fatalf("%s: %q is not one of %s", name, x, strings.Join(all, ", "))
+		}
+		set[x] = true
+	}
+	return set
+}
+
 func TestPeers(t *testing.T) {
 	n, rounds, duration, clients := env("SERVICES", 1000), env("ROUNDS", 10), env("DURATION", 3), env("CLIENTS", 4)
 	dnsperf := harness.SystemTool(t, "dnsperf")
 	w := newWorld(t, n)
+	peers := pick(t, "PEERS", []string{"knot", "coredns-kube-cache", "coredns-kube", "coredns-etcd"})
 
-	kubeEtcd := harness.StartEtcd(t)
-	k := harness.StartKubeAPIServer(t, kubeEtcd)
-	w.createInKube(t, k)
+	var k *harness.KubeAPIServer
+	var kubeEtcd *harness.Etcd
+	if peers["coredns-kube-cache"] || peers["coredns-kube"] {
+		kubeEtcd = harness.StartEtcd(t)
+		k = harness.StartKubeAPIServer(t, kubeEtcd)
+		w.createInKube(t, k)
+	}
 	etcd := harness.StartEtcd(t)
 	cli := etcd.Client(t)
 	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench"}, zone)
@@ -66,11 +88,26 @@ func TestPeers(t *testing.T) {
 	}
 	put(t, cli, w.records(t, b), nil)
 	ms := mixes(t, w, env("RATE", 5000), env("SRV_RATE", 200))
+	ms = slices.DeleteFunc(ms, func(m *mix) bool { return !pick(t, "MIXES", []string{"positive", "search", "srv"})[m.name] })
 
-	dnsd := startDnsd(t, etcd)
+	dnsd := startDnsd(t, "dnsd", harness.BuildBinary(t, "./cmd/dnsd"), etcd)
 	waitSame(t, dnsd, nil, ms) // loaded
-	servers := []*server{dnsd, startKnot(t, knotZone(t, dnsd.addr, ms)),
-		startCoreDNSKube(t, k, kubeEtcd, true), startCoreDNSKube(t, k, kubeEtcd, false), startCoreDNSEtcd(t, etcd)}
+	servers := []*server{dnsd}
+	if alt := os.Getenv("DNSD_ALT"); alt != "" {
+		servers = append(servers, startDnsd(t, "dnsd alt", alt, etcd))
+	}
+	if peers["knot"] {
+		servers = append(servers, startKnot(t, knotZone(t, dnsd.addr, ms)))
+	}
+	if peers["coredns-kube-cache"] {
+		servers = append(servers, startCoreDNSKube(t, k, kubeEtcd, true))
+	}
+	if peers["coredns-kube"] {
+		servers = append(servers, startCoreDNSKube(t, k, kubeEtcd, false))
+	}
+	if peers["coredns-etcd"] {
+		servers = append(servers, startCoreDNSEtcd(t, etcd))
+	}
 	for _, s := range servers[1:] {
 		waitSame(t, s, dnsd, ms) // the kubernetes plugin has synced
 	}
@@ -101,8 +138,9 @@ func TestPeers(t *testing.T) {
 				if err := waitAlive(s.addr); err != nil {
 					t.Fatalf("%s after SIGCONT: %v", s.name, err)
 				}
-				qps, lost := s.measure(t, dnsperf, m, clients, duration)
-				fmt.Printf("  round %d  %-8s  %-24s %9.0f qps  %6d lost\n", round+1, m.name, s.name, qps, lost)
+				r, lost := s.measure(t, dnsperf, m, clients, duration)
+				fmt.Printf("  round %d  %-8s  %-24s %9.0f qps  p99 %6.3f ms  %6d lost\n",
+					round+1, m.name, s.name, r.qps[len(r.qps)-1], r.p99s[len(r.p99s)-1], lost)
 			}
 		}
 	}

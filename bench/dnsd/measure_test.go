@@ -3,7 +3,9 @@
 package dnsdbench
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -29,14 +31,15 @@ type result struct {
 // measure loads s twice, alone on the machine's DNS side: at max
 // throughput (QPS, CPU time) and at the mix's fixed rate, well below every
 // server's capacity, for the latency of each query (at max throughput,
-// latency is mostly time spent queueing). It returns the QPS and the
-// queries lost in both runs.
-func (s *server) measure(t *testing.T, dnsperf string, m *mix, clients, duration int) (float64, int) {
-	r := s.res[m.name]
+// latency is mostly time spent queueing). Both add to s.res[m.name], which
+// it returns with the queries these two runs lost.
+func (s *server) measure(t *testing.T, dnsperf string, m *mix, clients, duration int) (r *result, lost int) {
+	r = s.res[m.name]
 	if r == nil {
 		r = &result{}
 		s.res[m.name] = r
 	}
+	lost0 := r.lost
 	cpu0, store0 := cpuSeconds(s.proc), cpuSeconds(s.stores...)
 	run := load(t, dnsperf, s.addr, m, clients, duration, false)
 	r.cpu += cpuSeconds(s.proc) - cpu0
@@ -45,12 +48,11 @@ func (s *server) measure(t *testing.T, dnsperf string, m *mix, clients, duration
 	r.answered += float64(run.answered)
 	r.lost += run.lost
 
-	qps, lost := run.qps, run.lost
 	run = load(t, dnsperf, s.addr, m, clients, duration, true)
 	r.lost += run.lost
 	r.lat = append(r.lat, run.lat...)
 	r.p99s = append(r.p99s, percentile(slices.Sorted(slices.Values(run.lat)), 0.99))
-	return qps, lost + run.lost
+	return r, r.lost - lost0
 }
 
 var (
@@ -78,9 +80,23 @@ func load(t *testing.T, dnsperf, addr string, m *mix, clients, duration int, fix
 	if fixedRate {
 		args = append(args, "-Q", strconv.Itoa(rate), "-v")
 	}
-	out, err := exec.Command(dnsperf, args...).CombinedOutput()
+	// dnsperf writes to a file, not to a pipe read by this process: with
+	// -v it prints a line per answer, each in a write of its own, and
+	// reading them woke this process 10,000 times a second, for about
+	// half a CPU taken from the server and dnsperf during the very runs
+	// that time their latency.
+	f, err := os.CreateTemp("", "dnsperf-*.out")
 	if err != nil {
-		t.Fatalf("dnsperf %s: %v\n%s", strings.Join(args, " "), err, tail(out))
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	cmd := exec.Command(dnsperf, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	err = cmd.Run()
+	out, rerr := os.ReadFile(f.Name())
+	if err != nil || rerr != nil {
+		t.Fatalf("dnsperf %s: %v\n%s", strings.Join(args, " "), errors.Join(err, rerr), tail(out))
 	}
 	run := perfRun{qps: parseFloat(t, reQPS, out), lost: int(parseFloat(t, reLost, out)), answered: int(parseFloat(t, reCompleted, out))}
 	for _, l := range strings.Split(string(out), "\n") {

@@ -23,6 +23,11 @@
 # SRV_RATE  fixed qps of the latency runs of the SRV mix (default 200)
 # CHANGES   etcd changes timed for put-to-answer (default 200)
 # OUT       if set, the tables are also written to this file as Markdown
+# PEERS     a subset of knot,coredns-kube-cache,coredns-kube,coredns-etcd
+#           (default all; without the kube ones no kube-apiserver is started)
+# MIXES     a subset of positive,search,srv (default all)
+# DNSD_ALT  another dnsd binary, measured as a peer "dnsd alt" on the same
+#           etcd: an A/B of two builds, e.g. DNSD_ALT=/tmp/dnsd-main
 #
 # Needs hack/tools.sh (etcd, kube-apiserver, coredns) and dnsperf and knotd
 # from the system packages.

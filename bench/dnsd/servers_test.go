@@ -26,13 +26,14 @@ type server struct {
 	res    map[string]*result // by mix name
 }
 
-func startDnsd(t *testing.T, etcd *harness.Etcd) *server {
+// startDnsd runs the dnsd binary at bin, named name in the tables.
+func startDnsd(t *testing.T, name, bin string, etcd *harness.Etcd) *server {
 	addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 	metrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
-	p := harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
+	p := harness.StartProcess(t, bin, []string{
 		"--etcd.endpoints=" + etcd.Endpoint, "--dnsd.listen=" + addr, "--dnsd.metrics-listen=" + metrics,
 	}, nil, func() error { return harness.HTTPOK("http://" + metrics + "/readyz") })
-	return &server{name: "dnsd", addr: addr, proc: p, stores: []*harness.Process{etcd.Process}}
+	return &server{name: name, addr: addr, proc: p, stores: []*harness.Process{etcd.Process}}
 }
 
 func startCoreDNSEtcd(t *testing.T, etcd *harness.Etcd) *server {
