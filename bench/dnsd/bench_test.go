@@ -19,7 +19,9 @@
 // dnsperf (for SRV over TCP a small client of our own, tcpperf_test.go)
 // measures max throughput and, separately, latency at a fixed rate
 // (measure_test.go). It prints a table per mix with dnsd's ratio to each
-// peer, then dnsd's etcd put-to-answer latency. bench/dnsd/run.sh runs it;
+// peer, then dnsd's etcd put-to-answer latency, then the search mix's QPS
+// of the servers reading etcd while it changes (churn_test.go).
+// bench/dnsd/run.sh runs it;
 // it is a test only so that it can use integration/harness.
 package dnsdbench
 
@@ -35,8 +37,6 @@ import (
 
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
@@ -171,6 +171,18 @@ func TestPeers(t *testing.T) {
 	}
 	p2a := putToAnswer(t, cli, b, dnsd.addr, env("CHANGES", 200))
 	say("\n"+p2a+"\n", "\n"+p2a+"\n")
+	if i := slices.IndexFunc(ms, func(m *mix) bool { return m.name == "search" }); i >= 0 {
+		// Only the servers that read this etcd see its changes.
+		readers := slices.DeleteFunc(slices.Clone(servers), func(s *server) bool {
+			return !slices.Contains(s.stores, etcd.Process)
+		})
+		n := env("CHURN_ROUNDS", 5)
+		title := fmt.Sprintf("search mix while etcd changes: max QPS, median of %d runs of %d s, while one service's address "+
+			"changes so many times a second, each change a transaction of its own", n, duration)
+		fmt.Printf("\n%s\n", title)
+		header, rows := churn(t, cli, b, dnsperf, readers, ms[i], clients, duration, n)
+		say(plain(header, rows), "\n### "+title+"\n\n"+markdown(header, rows))
+	}
 	if out := os.Getenv("OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
 			t.Fatal(err)
@@ -218,17 +230,9 @@ func putToAnswer(t *testing.T, cli *clientv3.Client, b kube.Builder, addr string
 	var took []time.Duration
 	for i := range changes {
 		ip := fmt.Sprintf("10.97.%d.%d", i/250, i%250+1)
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "latency"},
-			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}}}
-		recs, errs := b.Service(svc, nil)
-		if len(errs) > 0 {
-			t.Fatal(errs)
-		}
-		var del []string
-		for _, r := range prev {
-			if !slices.ContainsFunc(recs, func(n keys.Record) bool { return n.Key == r.Key }) {
-				del = append(del, r.Key)
-			}
+		recs, del, err := readdress(b, "bench", "latency", ip, prev)
+		if err != nil {
+			t.Fatal(err)
 		}
 		put(t, cli, recs, del)
 		start := time.Now()

@@ -9,7 +9,8 @@
 # of a 250-endpoint headless service over TCP) and prints per server and
 # mix: QPS, p50/p99 latency at a fixed rate, CPU seconds of the server and
 # of its store, peak RSS, lost queries, and dnsd's ratio to each; then
-# dnsd's etcd put-to-answer latency.
+# dnsd's etcd put-to-answer latency, and the search mix's QPS of the servers
+# that read etcd while it changes.
 #
 #   bench/dnsd/run.sh
 #   SERVICES=1000 ROUNDS=10 DURATION=3 CLIENTS=4 RATE=5000 SRV_RATE=200 \
@@ -22,6 +23,8 @@
 # RATE      fixed qps of the latency runs of the UDP mixes (default 5000)
 # SRV_RATE  fixed qps of the latency runs of the SRV mix (default 200)
 # CHANGES   etcd changes timed for put-to-answer (default 200)
+# CHURN_ROUNDS  runs of the search mix per server and change rate (0, 10,
+#           100 changes/s) against the servers that read etcd (default 5)
 # OUT       if set, the tables are also written to this file as Markdown
 # PEERS     a subset of knot,coredns-kube-cache,coredns-kube,coredns-etcd
 #           (default all; without the kube ones no kube-apiserver is started)

@@ -4,7 +4,9 @@ package dnsdbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 
@@ -155,13 +157,7 @@ func (w world) createInKube(t *testing.T, k *harness.KubeAPIServer) {
 // put writes records in transactions of at most etcd's default 128
 // operations, as the publisher does, deleting the keys in del first.
 func put(t *testing.T, cli *clientv3.Client, recs []keys.Record, del []string) {
-	var ops []clientv3.Op
-	for _, k := range del {
-		ops = append(ops, clientv3.OpDelete(k))
-	}
-	for _, r := range recs {
-		ops = append(ops, clientv3.OpPut(r.Key, string(r.Value.Encode())))
-	}
+	ops := changeOps(recs, del)
 	for len(ops) > 0 {
 		k := min(len(ops), 128)
 		if _, err := cli.Txn(context.Background()).Then(ops[:k]...).Commit(); err != nil {
@@ -169,4 +165,34 @@ func put(t *testing.T, cli *clientv3.Client, recs []keys.Record, del []string) {
 		}
 		ops = ops[k:]
 	}
+}
+
+// changeOps deletes the keys in del and puts recs.
+func changeOps(recs []keys.Record, del []string) []clientv3.Op {
+	var ops []clientv3.Op
+	for _, k := range del {
+		ops = append(ops, clientv3.OpDelete(k))
+	}
+	for _, r := range recs {
+		ops = append(ops, clientv3.OpPut(r.Key, string(r.Value.Encode())))
+	}
+	return ops
+}
+
+// readdress gives the ClusterIP service ns/name the address ip: its
+// records, and the keys of prev, its records until now, that they no
+// longer hold.
+func readdress(b kube.Builder, ns, name, ip string, prev []keys.Record) (recs []keys.Record, del []string, err error) {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip}}}
+	recs, errs := b.Service(svc, nil)
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	for _, r := range prev {
+		if !slices.ContainsFunc(recs, func(n keys.Record) bool { return n.Key == r.Key }) {
+			del = append(del, r.Key)
+		}
+	}
+	return recs, del, nil
 }

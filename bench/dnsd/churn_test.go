@@ -1,0 +1,105 @@
+//go:build bench
+
+package dnsdbench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/keys/kube"
+)
+
+// churnRates are the etcd changes a second under which the servers that
+// read etcd are loaded again: none, a quiet cluster, a busy one.
+var churnRates = []int{0, 10, 100}
+
+// churn measures max throughput on m for each of servers (those that read
+// dnsd's etcd) while a writer changes one service's address rate times a
+// second, each change a transaction of its own, as a rollout does: dnsd
+// publishes a snapshot per change; CoreDNS's cache keeps answers for their
+// TTL whatever etcd says. It returns a table of each server's median QPS
+// over rounds runs per rate, and its ratio to its own QPS with no changes.
+func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, servers []*server, m *mix, clients, duration, rounds int) (header []string, rows [][]string) {
+	header = []string{"changes/s"}
+	for _, s := range servers {
+		header = append(header, s.name+" QPS", s.name+" vs no changes")
+	}
+	base := map[*server]float64{}
+	for _, rate := range churnRates {
+		qps := map[*server][]float64{}
+		for range rounds {
+			for _, s := range servers {
+				for _, o := range servers {
+					if o != s {
+						o.proc.Pause()
+					}
+				}
+				s.proc.Resume()
+				if err := waitAlive(s.addr); err != nil {
+					t.Fatalf("%s after SIGCONT: %v", s.name, err)
+				}
+				stop := changeEvery(t, cli, b, rate)
+				qps[s] = append(qps[s], load(t, dnsperf, s.addr, m, clients, duration, false).qps)
+				stop()
+			}
+		}
+		row := []string{strconv.Itoa(rate)}
+		for _, s := range servers {
+			q := median(qps[s])
+			if rate == 0 {
+				base[s] = q
+			}
+			row = append(row, fmt.Sprintf("%.0f", q), fmt.Sprintf("%.2fx", q/base[s]))
+		}
+		rows = append(rows, row)
+		fmt.Printf("  %4d changes/s  %v\n", rate, row[1:])
+	}
+	for _, s := range servers {
+		s.proc.Resume()
+	}
+	return header, rows
+}
+
+// changeEvery changes the address of churn.bench rate times a second until
+// the returned stop is called, which returns once the writer has stopped.
+func changeEvery(t *testing.T, cli *clientv3.Client, b kube.Builder, rate int) (stop func()) {
+	if rate == 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		var prev []keys.Record
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				done <- nil
+				return
+			case <-tick.C:
+			}
+			recs, del, err := readdress(b, "bench", "churn", fmt.Sprintf("10.98.%d.%d", i/250%250, i%250+1), prev)
+			if err == nil {
+				_, err = cli.Txn(ctx).Then(changeOps(recs, del)...).Commit()
+			}
+			if err != nil && ctx.Err() == nil {
+				done <- err
+				return
+			}
+			prev = recs
+		}
+	}()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("changing churn.bench: %v", err)
+		}
+	}
+}
