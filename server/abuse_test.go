@@ -491,7 +491,7 @@ func TestCacheFloodItem7(t *testing.T) {
 	c := srv.cacheFor(sn)
 	entry := func(name string) *cached {
 		q, _ := parseQuery(pack(t, 1, name, dns.TypeA))
-		return c.get(cacheKey(nil, pack(t, 1, name, dns.TypeA), q))
+		return c.get(cacheKey(nil, pack(t, 1, name, dns.TypeA), q), sn)
 	}
 	first := make([]*cached, len(hot))
 	for i, h := range hot {

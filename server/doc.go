@@ -13,9 +13,13 @@
 // worker (query.go): a query in the common shape (one question of
 // letters, digits, '-' and '_' in either case, at most a version-0 OPT)
 // is answered from a cache of packed responses keyed by the lowercase
-// question, the EDNS state and the size it must fit, which belongs to one
-// snapshot and is dropped with it, so the cache can never serve old data.
-// An answer that rotates is cached in several orders. The cache is bounded
+// question, the EDNS state and the size it must fit. The cache outlives
+// snapshots but never serves old data: an entry is served from a newer
+// snapshot only once it is found to stand there, every name its answer
+// was read from unchanged (answer.Reads); then only the SOA serial of a
+// negative answer is rewritten, and otherwise the entry is dropped. So
+// under a steady trickle of changes the answers they do not touch stay
+// cached. An answer that rotates is cached in several orders. The cache is bounded
 // in entries and bytes and evicts by CLOCK, so a flood of random names
 // replaces its own entries, not the ones clients keep asking. Any other
 // message is first screened (wire.go) without allocating: junk gets no

@@ -17,9 +17,13 @@ import (
 	"github.com/etcdns/etcdns/server/snap"
 )
 
-// The response cache: packed responses computed from one snapshot, so a
-// repeated question costs a lookup and a copy. A new snapshot gets a new,
-// empty cache, so no entry outlives its data.
+// The response cache: packed responses, so a repeated question costs a
+// lookup and a copy. It outlives snapshots, but no entry outlives its
+// data: an entry is served from a newer snapshot than the one it was
+// built or last checked in only once a check (carry) finds that every node
+// its answer was read from is unchanged there; under a steady trickle of
+// changes most answers stand, and building them again after each change
+// would cost far more than the check.
 const (
 	// cacheLimit bounds the entries and cacheBytes what they hold, keys
 	// and responses: a flood of random names, each a NXDOMAIN of its own,
@@ -47,9 +51,10 @@ const (
 var cacheSeed = maphash.MakeSeed()
 
 type respCache struct {
-	snap      *snap.Snapshot
 	bytes     atomic.Int64 // accounted: keys, responses and entryCost each
 	evictions prometheus.Counter
+	kept      prometheus.Counter // entries carried to a newer snapshot
+	dropped   prometheus.Counter // entries a newer snapshot changed
 	// The bounds: cacheLimit and cacheBytes but in tests. Bytes are
 	// checked under one shard's lock, so stores racing in two shards may
 	// pass maxBytes by a response each.
@@ -81,37 +86,95 @@ type cached struct {
 
 	used atomic.Bool // asked for since the hand last passed
 
+	// at is the newest snapshot the answer is known to stand in; reads is
+	// what it was built from, to check it against a newer one (carry).
+	at    atomic.Pointer[snap.Snapshot]
+	reads *answer.Reads
+
 	// Set and read under the shard's lock.
 	key  string
 	size int64 // accounted bytes
+	slot int   // index in the shard's ring
 }
 
 func (c *respCache) shard(key []byte) *cacheShard {
 	return &c.shards[maphash.Bytes(cacheSeed, key)%cacheShards]
 }
 
-func (c *respCache) get(key []byte) *cached {
+// get returns the entry for key that stands in sn, or nil.
+func (c *respCache) get(key []byte, sn *snap.Snapshot) *cached {
 	sh := c.shard(key)
 	sh.mu.RLock()
 	e := sh.m[string(key)]
 	sh.mu.RUnlock()
-	if e != nil && !e.used.Load() {
+	if e == nil || e.at.Load() != sn && !c.carry(sh, e, sn) {
+		return nil
+	}
+	if !e.used.Load() {
 		e.used.Store(true) // only when clear: a hot entry's line stays shared between cores
 	}
 	return e
 }
 
-// store caches wire as order of the entry at key, which is fresh if there
-// is none, and returns the entry. When the cache is full it evicts to make
-// room; when it cannot, or a response is too large to be worth a
-// sixteenth of the cache, the entry or response is left out.
-func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte) *cached {
+// carry brings e to sn, a newer snapshot than it was built or last
+// carried in, when its answer stands there (answer.Reads.Stands): then its
+// responses are kept, with the new serial in the SOA they hold, and the
+// first query to ask after a change pays a few map lookups instead of
+// building the answer again. Otherwise e is dropped. False when e does not
+// stand in sn, or sn is older than e's snapshot (a query that read the
+// snapshot just before a change), which takes the full path.
+func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	at := e.at.Load()
+	switch {
+	case at == sn:
+		return true // another query carried it
+	case sh.m[e.key] != e || sn.Rev < at.Rev:
+		return false
+	}
+	serial, ok := e.reads.Stands(sn)
+	if ok && e.reads.HasSOA() {
+		for i := range e.orders {
+			if p := e.orders[i].Load(); p != nil {
+				w := slices.Clone(*p) // queries may be copying the old one
+				if ok = setSOASerial(w, serial); !ok {
+					break
+				}
+				e.orders[i].Store(&w)
+			}
+		}
+	}
+	if !ok {
+		c.remove(sh, e)
+		c.dropped.Inc()
+		return false
+	}
+	e.at.Store(sn)
+	c.kept.Inc()
+	return true
+}
+
+// store caches wire, built from sn, as order of the entry at key, which
+// is fresh if there is none or the one there is older than sn, and returns
+// the entry. When the cache is full it evicts to make room; when it
+// cannot, or a response is too large to be worth a sixteenth of the
+// cache, the entry or response is left out.
+func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, sn *snap.Snapshot) *cached {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.m[string(key)]
+	if e != nil && e.at.Load() != sn {
+		if sn.Rev < e.at.Load().Rev {
+			return e // built from an older snapshot than e's
+		}
+		c.remove(sh, e)
+		e = nil
+	}
 	if e == nil {
 		e = fresh
+		e.at.Store(sn)
 		k := string(key)
 		size := int64(len(k) + entryCost)
 		if !c.room(sh, size, nil) {
@@ -120,7 +183,7 @@ func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte) *ca
 		if sh.m == nil {
 			sh.m = make(map[string]*cached)
 		}
-		e.key, e.size = k, size
+		e.key, e.size, e.slot = k, size, len(sh.ring)
 		sh.m[k] = e
 		sh.ring = append(sh.ring, e)
 		c.bytes.Add(size)
@@ -173,13 +236,20 @@ func (c *respCache) evict(sh *cacheShard, keep *cached) bool {
 		}
 		sh.hand++
 	}
-	victim, last := sh.ring[sh.hand], len(sh.ring)-1
-	sh.ring[sh.hand], sh.ring[last] = sh.ring[last], nil
-	sh.ring = sh.ring[:last]
-	delete(sh.m, victim.key)
-	c.bytes.Add(-victim.size)
+	c.remove(sh, sh.ring[sh.hand])
 	c.evictions.Inc()
 	return true
+}
+
+// remove takes e out of sh: the ring's last entry takes its slot.
+func (c *respCache) remove(sh *cacheShard, e *cached) {
+	last := len(sh.ring) - 1
+	moved := sh.ring[last]
+	sh.ring[e.slot], moved.slot = moved, e.slot
+	sh.ring[last] = nil
+	sh.ring = sh.ring[:last]
+	delete(sh.m, e.key)
+	c.bytes.Add(-e.size)
 }
 
 // entries counts the cache's entries, for its gauge.
@@ -194,19 +264,41 @@ func (c *respCache) entries() int {
 	return n
 }
 
+// cacheView is the snapshot queries are answered from and the cache they
+// use: comparing one pointer tells a query whether anything changed.
+type cacheView struct {
+	snap  *snap.Snapshot
+	cache *respCache
+}
+
+// cacheFor returns the cache for queries answered from sn, or nil for a
+// query that read sn just before a newer one came. The cache goes on from
+// one snapshot to the next, its entries checked as they are asked for
+// (carry); only a change of stub domains, which entries do not record,
+// starts an empty one.
 func (s *Server) cacheFor(sn *snap.Snapshot) *respCache {
-	c := s.cache.Load()
-	if c != nil && c.snap == sn {
-		return c
+	v := s.cache.Load()
+	if v != nil && v.snap == sn {
+		return v.cache
 	}
-	nc := &respCache{snap: sn, evictions: s.cacheEvictions, maxEntries: s.cacheLimits[0], maxBytes: s.cacheLimits[1]}
-	if s.cache.CompareAndSwap(c, nc) {
-		return nc
+	for {
+		if v != nil && sn.Rev < v.snap.Rev {
+			return nil
+		}
+		nv := &cacheView{snap: sn}
+		if v != nil && v.snap.SameStubs(sn) {
+			nv.cache = v.cache
+		} else {
+			nv.cache = &respCache{evictions: s.cacheEvictions, kept: s.cacheKept, dropped: s.cacheDropped,
+				maxEntries: s.cacheLimits[0], maxBytes: s.cacheLimits[1]}
+		}
+		if s.cache.CompareAndSwap(v, nv) {
+			return nv.cache
+		}
+		if v = s.cache.Load(); v.snap == sn {
+			return v.cache
+		}
 	}
-	if c = s.cache.Load(); c.snap == sn {
-		return c
-	}
-	return nc // a newer snapshot won; this query's cache dies with it
 }
 
 // worker answers the queries of one UDP socket reader or one TCP
@@ -285,7 +377,9 @@ func (w *worker) handle(b []byte) []byte {
 		w.key = cacheKey(w.key, b, q)
 		order = int(w.turn % rotations)
 		rot = uint32(order) * rotStride
-		if e = c.get(w.key); e != nil {
+	}
+	if c != nil {
+		if e = c.get(w.key, sn); e != nil {
 			if len(e.orders) == 1 {
 				order = 0
 			}
@@ -324,7 +418,11 @@ func (w *worker) handle(b []byte) []byte {
 		size = answer.Size(req, !w.tcp)
 	}
 	w.searched = w.searched[:0]
-	m, personal := answer.AnswerFrom(sn, req, w.options(), rot, answer.Client{Addr: w.from.Addr().Unmap()})
+	var reads *answer.Reads
+	if c != nil {
+		reads = new(answer.Reads)
+	}
+	m, personal := answer.AnswerTracked(sn, req, w.options(), rot, answer.Client{Addr: w.from.Addr().Unmap()}, reads)
 	if m == nil {
 		return nil
 	}
@@ -367,16 +465,16 @@ func (w *worker) handle(b []byte) []byte {
 			if rotates {
 				n = rotations
 			}
-			fresh = &cached{orders: make([]atomic.Pointer[[]byte], n), counter: counter, searched: slices.Clone(w.searched)}
+			fresh = &cached{orders: make([]atomic.Pointer[[]byte], n), counter: counter, searched: slices.Clone(w.searched), reads: reads}
 		} else {
-			fresh = &cached{orders: make([]atomic.Pointer[[]byte], len(e.orders)), counter: e.counter, searched: e.searched}
+			fresh = &cached{orders: make([]atomic.Pointer[[]byte], len(e.orders)), counter: e.counter, searched: e.searched, reads: reads}
 		}
 		// The key holds the question in lowercase, and so does the
 		// cached question section; a 0x20 query's own spelling is copied
 		// over it on the way out.
 		wire := slices.Clone(out)
 		copy(wire[12:q.qend-4], w.key)
-		c.store(w.key, fresh, order, wire)
+		c.store(w.key, fresh, order, wire, sn)
 	}
 	return out
 }

@@ -31,7 +31,7 @@ type Server struct {
 	snapshot func() *snap.Snapshot
 	opts     answer.Options
 	log      *slog.Logger
-	cache    atomic.Pointer[respCache]
+	cache    atomic.Pointer[cacheView]
 
 	fwd        *forward.Forwarder // nil: questions outside the zones are REFUSED
 	stubs      *forward.Stubs     // nil: stub domains are ignored
@@ -47,6 +47,8 @@ type Server struct {
 	// must not cost a label lookup each.
 	formErrs, notImps prometheus.Counter
 	cacheEvictions    prometheus.Counter
+	cacheKept         prometheus.Counter
+	cacheDropped      prometheus.Counter
 	cacheLimits       [2]int64 // entries, bytes: cacheLimit and cacheBytes but in tests
 
 	searches map[searchKey][]prometheus.Counter // autopath.go
@@ -90,23 +92,28 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 	s.cacheEvictions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_cache_evictions_total", Help: "Responses dropped from the response cache to make room for others.",
 	})
+	rechecks := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_cache_rechecks_total",
+		Help: "Cached responses checked against a newer snapshot when first asked for there: kept where every name the answer was read from is unchanged, else dropped.",
+	}, []string{"result"})
+	s.cacheKept, s.cacheDropped = rechecks.WithLabelValues("kept"), rechecks.WithLabelValues("dropped")
 	cacheEntries := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "etcdns_dnsd_cache_entries", Help: "Questions in the response cache of the current snapshot.",
+		Name: "etcdns_dnsd_cache_entries", Help: "Questions in the response cache.",
 	}, func() float64 {
-		if c := s.cache.Load(); c != nil {
-			return float64(c.entries())
+		if v := s.cache.Load(); v != nil {
+			return float64(v.cache.entries())
 		}
 		return 0
 	})
 	cacheSize := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "etcdns_dnsd_cache_bytes", Help: "Bytes the response cache of the current snapshot accounts for: keys, packed responses and a fixed cost per entry.",
+		Name: "etcdns_dnsd_cache_bytes", Help: "Bytes the response cache accounts for: keys, packed responses and a fixed cost per entry.",
 	}, func() float64 {
-		if c := s.cache.Load(); c != nil {
-			return float64(c.bytes.Load())
+		if v := s.cache.Load(); v != nil {
+			return float64(v.cache.bytes.Load())
 		}
 		return 0
 	})
-	reg.MustRegister(s.queries, s.latency, s.tcpConns, s.tcpRefused, s.cacheEvictions, cacheEntries, cacheSize)
+	reg.MustRegister(s.queries, s.latency, s.tcpConns, s.tcpRefused, s.cacheEvictions, rechecks, cacheEntries, cacheSize)
 	s.searches = searchCounters(reg)
 	s.opts.Autopath.Observe = func(f answer.Form, found bool) { s.countSearch(f, found) }
 	return s

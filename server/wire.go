@@ -295,3 +295,40 @@ func optionsFit(rdata []byte) bool {
 	}
 	return o == len(rdata)
 }
+
+// setSOASerial writes serial into every SOA record of the answer and
+// authority sections of b, a response dnsd packed: a cached answer carried
+// to a newer snapshot keeps every octet but its zone's serial. False when
+// b does not parse that far.
+func setSOASerial(b []byte, serial uint32) bool {
+	if len(b) < 12 {
+		return false
+	}
+	off, ok := skipName(b, 12)
+	if be16(b[4:]) != 1 || !ok || off+4 > len(b) {
+		return false
+	}
+	off += 4
+	for range int(be16(b[6:])) + int(be16(b[8:])) {
+		if off, ok = skipName(b, off); !ok || off+10 > len(b) {
+			return false
+		}
+		rtype, rdata := be16(b[off:]), off+10
+		if off = rdata + int(be16(b[off+8:])); off > len(b) {
+			return false
+		}
+		if rtype != dns.TypeSOA {
+			continue
+		}
+		mname, ok := skipName(b, rdata)
+		if !ok {
+			return false
+		}
+		at, ok := skipName(b, mname) // after rname: the serial
+		if !ok || at+4 > off {
+			return false
+		}
+		binary.BigEndian.PutUint32(b[at:], serial)
+	}
+	return true
+}

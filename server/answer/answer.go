@@ -63,6 +63,13 @@ type Client struct {
 // response depends on the client (its address or its EDNS(0) options), so
 // the server must not serve it to anyone else from a cache.
 func AnswerFrom(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client) (m *dns.Msg, personal bool) {
+	return AnswerTracked(s, req, o, rot, c, nil)
+}
+
+// AnswerTracked is AnswerFrom that also notes in rd, when not nil, what
+// the answer was built from, so that a cache can tell whether it stands in
+// a later snapshot (Reads.Stands).
+func AnswerTracked(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client, rd *Reads) (m *dns.Msg, personal bool) {
 	if req.Response {
 		return nil, false
 	}
@@ -116,7 +123,7 @@ func AnswerFrom(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client
 		m.Rcode = dns.RcodeFormatError // meta types are never questions
 		return m, false
 	}
-	if personal, done := searched(s, m, q, opt, o, rot, c); done {
+	if personal, done := searched(s, m, q, opt, o, rot, c, rd); done {
 		return m, personal
 	}
 	name := strings.ToLower(strings.TrimSuffix(q.Name, "."))
@@ -130,7 +137,7 @@ func AnswerFrom(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Client
 		m.Rcode = dns.RcodeRefused // zone transfers are not offered
 		return m, false
 	}
-	r := resolver{s: s, z: z, o: o, rot: rot, client: c, opt: opt}
+	r := resolver{s: s, z: z, o: o, rot: rot, client: c, opt: opt, reads: rd}
 	r.resolve(name, dns.Fqdn(q.Name), q.Qtype)
 	return r.reply(m)
 }
@@ -154,6 +161,7 @@ type resolver struct {
 	rot    uint32
 	client Client
 	opt    *dns.OPT // the query's, nil without EDNS
+	reads  *Reads   // nil: not noted; every node and serial is read through it
 
 	personal bool // the answer depends on client: never cached for others
 
@@ -217,7 +225,7 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 func (r *resolver) apex(owner string, qtype uint16) bool {
 	switch qtype {
 	case dns.TypeSOA, dns.TypeANY:
-		if n := r.z.Node(r.z.Name); qtype == dns.TypeANY && n != nil && len(n.Sets()) > 0 {
+		if n := r.reads.node(r.z, r.z.Name); qtype == dns.TypeANY && n != nil && len(n.Sets()) > 0 {
 			return false // records held at the apex are the one RRset
 		}
 		r.answer = append(r.answer, named(r.soa(r.o.SOA.TTL), owner))
@@ -241,7 +249,7 @@ func (r *resolver) soa(ttl uint32) *dns.SOA {
 		Hdr:     hdr(z, dns.TypeSOA, ttl),
 		Ns:      r.mname(),
 		Mbox:    dns.Fqdn(r.o.SOA.Rname + "." + r.z.Name),
-		Serial:  r.z.Serial,
+		Serial:  r.reads.serial(r.z),
 		Refresh: r.o.SOA.Refresh,
 		Retry:   r.o.SOA.Retry,
 		Expire:  r.o.SOA.Expire,
@@ -255,7 +263,7 @@ func (r *resolver) lookup(name string) (*snap.Node, bool) {
 	if node, ok := r.pod(name); ok {
 		return node, node != nil
 	}
-	node := r.z.Node(name)
+	node := r.reads.node(r.z, name)
 	return node, node != nil || name == r.z.Name
 }
 
@@ -342,7 +350,7 @@ func (r *resolver) addresses(name string) {
 	if z == nil {
 		return
 	}
-	n := z.Node(name)
+	n := r.reads.node(z, name)
 	if n.Set(dns.TypeCNAME) != nil {
 		return
 	}

@@ -61,7 +61,7 @@ const maxSearch = 32
 // searched answers, into m, the questions whose name says how to search
 // for it (Suffix) or that carry a search list (Option); done is false for
 // every other question.
-func searched(s *snap.Snapshot, m *dns.Msg, q dns.Question, opt *dns.OPT, o *Options, rot uint32, c Client) (personal, done bool) {
+func searched(s *snap.Snapshot, m *dns.Msg, q dns.Question, opt *dns.OPT, o *Options, rot uint32, c Client, rd *Reads) (personal, done bool) {
 	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return false, false
 	}
@@ -73,7 +73,7 @@ func searched(s *snap.Snapshot, m *dns.Msg, q dns.Question, opt *dns.OPT, o *Opt
 		m.Rcode = dns.RcodeFormatError
 		return true, true
 	}
-	r := resolver{s: s, o: o, rot: rot, client: c, opt: opt}
+	r := resolver{s: s, o: o, rot: rot, client: c, opt: opt, reads: rd}
 	switch {
 	case o.Autopath.Suffix && keys.IsSubdomain(name, ApZone):
 		r.suffix(name, q.Name, q.Qtype)
@@ -205,6 +205,7 @@ func (r *resolver) searchClient(name, owner string, qtype uint16) bool {
 	// Another client might have been searched for: not for its cache.
 	r.personal = true
 	base, ns := rest[:i], rest[i+1:]
+	r.reads.untrack() // the pod index, by the client's address
 	if !r.client.Addr.IsValid() || !slices.Contains(r.z.PodNamespaces(r.client.Addr), ns) {
 		return false
 	}

@@ -65,14 +65,14 @@ func (r *resolver) federated(name, owner string, qtype uint16) bool {
 	// the external-only one, which an inside client must not be served
 	// from a cache.
 	r.personal = r.personal || optionSent || f.Cluster != ""
-	node := r.z.Node(name)
+	node := r.reads.node(r.z, name)
 	if cluster == "" || node == nil || node.Set(dns.TypeCNAME) != nil {
 		return false
 	}
 
 	var ttl uint32
 	var own, others []netip.Addr
-	shard := r.z.Node(cluster + "." + name).RRSet(qtype)
+	shard := r.reads.node(r.z, cluster+"."+name).RRSet(qtype)
 	for _, rr := range shard.RRs {
 		if ip, ok := rrAddr(rr); ok {
 			own = append(own, ip)

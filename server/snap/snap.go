@@ -130,8 +130,9 @@ type Zone struct {
 	names []map[string]*Node                 // by shardOf; a nil map until a name lands in the shard
 	pods  [podShards]map[netip.Addr][]string // PodNamespaces; a nil map until a pod record lands in the shard
 
-	stubRange string           // Range + dns/stub/: nameservers, not records
-	stubs     map[string]*Stub // by domain
+	stubRange  string           // Range + dns/stub/: nameservers, not records
+	stubs      map[string]*Stub // by domain
+	stubsBatch uint32           // the batch that last copied stubs, for SameStubs
 
 	line *lineage
 }
@@ -206,6 +207,25 @@ func (n *Node) Sets() []RRSet {
 	// one stored, so every answer shares one set of records.
 	n.sets.CompareAndSwap(nil, &sets)
 	return *n.sets.Load()
+}
+
+// Version tells one content of a name from every other: two nodes of a
+// name have the same Version exactly when one snapshot shares the other's
+// node. A batch copies a node to change it, and a published node never
+// changes again, so a name whose Version is the same in two snapshots
+// answers the same in both. The zero Version is no node; unlike the node
+// itself, a Version keeps nothing of it alive.
+type Version struct {
+	line  *lineage
+	batch uint32
+}
+
+// Version returns n's Version; the zero Version for nil.
+func (n *Node) Version() Version {
+	if n == nil {
+		return Version{}
+	}
+	return Version{n.line, n.batch}
 }
 
 // NewNode returns a node that holds sets as made, for names an answer

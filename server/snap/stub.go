@@ -80,6 +80,7 @@ func (b *Batch) stub(domain string) *Stub {
 		}
 		b.stubsCopied = true
 		b.stubCopied = map[string]bool{}
+		b.z.stubsBatch = b.id
 	}
 	st := b.z.stubs[domain]
 	if b.stubCopied[domain] {
@@ -128,6 +129,21 @@ func (s *Snapshot) Stub(name string) *Stub {
 		return nil
 	}
 	return best
+}
+
+// SameStubs reports whether s and o hold the same stub domains: each
+// zone of one derives from the other's by batches that left its stub
+// domains alone.
+func (s *Snapshot) SameStubs(o *Snapshot) bool {
+	if len(s.Zones) != len(o.Zones) {
+		return false
+	}
+	for i, z := range s.Zones {
+		if oz := o.Zones[i]; z.line != oz.line || z.stubsBatch != oz.stubsBatch {
+			return false
+		}
+	}
+	return true
 }
 
 // Stubs lists the zone's stub domains, for debugging, not for queries.

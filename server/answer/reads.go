@@ -1,0 +1,99 @@
+package answer
+
+import "github.com/etcdns/etcdns/server/snap"
+
+// Reads is what an answer was built from: the nodes it looked up, each by
+// zone and name and nil where nothing was, and the serial of the zone
+// whose SOA it holds. An answer is a function of its question, the
+// options and these alone, so in a later snapshot that holds the same
+// nodes it stands as it is but for that serial: a cache keeps it across
+// changes that do not touch it instead of building it again.
+//
+// Snapshots share the nodes a change does not touch and copy the ones it
+// does, so "the same node" is the same snap.Version, which, unlike the
+// node, keeps no old records alive in a cache.
+type Reads struct {
+	nodes []nodeRead
+	soa   struct {
+		zone   string
+		serial uint32
+		held   bool
+	}
+	// untracked is set when the answer also read what Reads does not
+	// follow (a second zone's serial, the pod index): it stands in no
+	// other snapshot.
+	untracked bool
+}
+
+type nodeRead struct {
+	zone, name string
+	version    snap.Version
+}
+
+// node looks name up in z and notes what it found.
+func (rd *Reads) node(z *snap.Zone, name string) *snap.Node {
+	n := z.Node(name)
+	if rd != nil {
+		rd.nodes = append(rd.nodes, nodeRead{z.Name, name, n.Version()})
+	}
+	return n
+}
+
+// serial reads z's serial for an SOA record and notes it.
+func (rd *Reads) serial(z *snap.Zone) uint32 {
+	if rd == nil {
+		return z.Serial
+	}
+	switch {
+	case !rd.soa.held:
+		rd.soa.zone, rd.soa.serial, rd.soa.held = z.Name, z.Serial, true
+	case rd.soa.zone != z.Name:
+		rd.untracked = true
+	}
+	return z.Serial
+}
+
+// untrack notes a read Reads does not follow.
+func (rd *Reads) untrack() {
+	if rd != nil {
+		rd.untracked = true
+	}
+}
+
+// Stands reports whether the answer built from rd stands in s as it was
+// built, but for the serial of the SOA it holds, if any, which is serial
+// in s. A zone s does not serve (the autopath pseudo-zone) holds nothing
+// and keeps its serial.
+func (rd *Reads) Stands(s *snap.Snapshot) (serial uint32, ok bool) {
+	if rd.untracked {
+		return 0, false
+	}
+	for _, r := range rd.nodes {
+		var n *snap.Node
+		if z := zoneNamed(s, r.zone); z != nil {
+			n = z.Node(r.name)
+		}
+		if n.Version() != r.version {
+			return 0, false
+		}
+	}
+	serial = rd.soa.serial
+	if z := zoneNamed(s, rd.soa.zone); rd.soa.held && z != nil {
+		serial = z.Serial
+	}
+	return serial, true
+}
+
+// HasSOA reports whether the answer holds an SOA record, whose serial
+// Stands gives.
+func (rd *Reads) HasSOA() bool { return rd.soa.held }
+
+// zoneNamed is s's zone called name, or nil.
+func zoneNamed(s *snap.Snapshot, name string) *snap.Zone {
+	for _, z := range s.Zones {
+		if z.Name == name {
+			return z
+		}
+	}
+	return nil
+}
