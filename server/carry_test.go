@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -251,4 +252,54 @@ func TestCacheMatchesFreshAnswers(t *testing.T) {
 	if kept == 0 || dropped == 0 {
 		t.Fatalf("the run kept %v and dropped %v entries: it must do both to test anything", kept, dropped)
 	}
+}
+
+// Readers carry and drop entries while a writer derives snapshot after
+// snapshot under them; run with -race. An answer no change touches never
+// wavers, and a negative answer never shows a serial the writer has not
+// published.
+func TestCacheCarriesConcurrently(t *testing.T) {
+	sn, errs := snap.Build(zones, 1, []snap.KV{{Key: key(t, "kubernetes.default.svc.cluster.local", "x"), Value: []byte(`{"host":"10.96.0.1"}`)}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var cur atomic.Pointer[snap.Snapshot]
+	cur.Store(sn)
+	srv, _ := movingServer(&cur)
+	stable := pack(t, 1, "kubernetes.default.svc.cluster.local.", dns.TypeA)
+	moving := pack(t, 2, "moving.default.svc.cluster.local.", dns.TypeA)
+	gone := pack(t, 3, "gone.default.svc.cluster.local.", dns.TypeA)
+	const changes = 300
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	for range 4 {
+		wg.Go(func() {
+			w := &worker{s: srv, out: make([]byte, 0, 512)}
+			for !done.Load() {
+				var m dns.Msg
+				if err := m.Unpack(w.handle(stable)); err != nil || len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.96.0.1" {
+					t.Errorf("kubernetes: %v, %v", &m, err)
+					return
+				}
+				if err := m.Unpack(w.handle(moving)); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := m.Unpack(w.handle(gone)); err != nil || m.Rcode != dns.RcodeNameError || m.Ns[0].(*dns.SOA).Serial > uint32(cur.Load().Rev) {
+					t.Errorf("gone: %v, %v", &m, err)
+					return
+				}
+			}
+		})
+	}
+	for i := range changes {
+		k := key(t, "moving.default.svc.cluster.local", "x")
+		if i%3 == 0 {
+			cur.Store(change(t, cur.Load(), int64(i+2), nil, []string{k}))
+		} else {
+			cur.Store(change(t, cur.Load(), int64(i+2), []snap.KV{{Key: k, Value: []byte(fmt.Sprintf(`{"host":"10.96.1.%d"}`, i%250+1))}}, nil))
+		}
+	}
+	done.Store(true)
+	wg.Wait()
 }

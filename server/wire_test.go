@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -60,5 +62,33 @@ func TestFastPathOptionOverrun(t *testing.T) {
 	}
 	if new(dns.Msg).Unpack(b) == nil {
 		t.Error("miekg/dns parses it; the test proves nothing")
+	}
+}
+
+// setSOASerial rewrites the serial of the SOA a packed negative answer
+// holds and nothing else, and turns down every cut copy of it without
+// reading past its end.
+func TestSetSOASerial(t *testing.T) {
+	m := new(dns.Msg).SetQuestion("gone.default.svc.cluster.local.", dns.TypeA)
+	m.Response, m.Rcode, m.Compress = true, dns.RcodeNameError, true
+	m.Ns = []dns.RR{&dns.SOA{Hdr: dns.RR_Header{Name: "cluster.local.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 5},
+		Ns: "ns.dns.cluster.local.", Mbox: "hostmaster.cluster.local.", Serial: 7, Refresh: 1, Retry: 2, Expire: 3, Minttl: 4}}
+	m.SetEdns0(1232, false)
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := slices.Clone(b)
+	if !setSOASerial(w, 8) {
+		t.Fatal("setSOASerial turned down a packed answer")
+	}
+	m.Ns[0].(*dns.SOA).Serial = 8
+	if want, _ := m.Pack(); !bytes.Equal(w, want) {
+		t.Fatalf("got\n%x\nwant\n%x", w, want)
+	}
+	for n := range len(b) - 11 { // short of the OPT record, which it does not read
+		if setSOASerial(slices.Clone(b[:n]), 9) {
+			t.Fatalf("a message cut to %d of %d octets passed", n, len(b))
+		}
 	}
 }
