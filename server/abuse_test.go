@@ -488,10 +488,10 @@ func TestCacheFloodItem7(t *testing.T) {
 		hot[i] = fmt.Sprintf("hot%d.default.svc.cluster.local.", i)
 		ask(hot[i])
 	}
-	c := srv.cacheFor(sn)
+	c, gen := srv.cacheFor(sn)
 	entry := func(name string) *cached {
 		q, _ := parseQuery(pack(t, 1, name, dns.TypeA))
-		return c.get(cacheKey(nil, pack(t, 1, name, dns.TypeA), q), sn)
+		return c.get(cacheKey(nil, pack(t, 1, name, dns.TypeA), q), sn, gen)
 	}
 	first := make([]*cached, len(hot))
 	for i, h := range hot {
@@ -589,7 +589,7 @@ func TestCacheBytesBound(t *testing.T) {
 			}
 		}
 	}
-	c := srv.cacheFor(sn)
+	c, _ := srv.cacheFor(sn)
 	var sum int64
 	n := 0
 	for i := range c.shards {
@@ -678,7 +678,7 @@ func TestCacheConcurrentFlood(t *testing.T) {
 	for range 4 {
 		<-done
 	}
-	c := srv.cacheFor(srv.snapshot())
+	c, _ := srv.cacheFor(srv.snapshot())
 	var sum int64
 	for i := range c.shards {
 		if len(c.shards[i].m) != len(c.shards[i].ring) || len(c.shards[i].m) > 4 {

@@ -6,11 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
@@ -302,4 +304,34 @@ func TestCacheCarriesConcurrently(t *testing.T) {
 	}
 	done.Store(true)
 	wg.Wait()
+}
+
+// A cached entry keeps no snapshot alive: at a million records each one
+// holds tens of MiB that the next does not share (the scale benchmark's
+// RSS after three bursts grew by 135 MiB when entries held theirs).
+func TestCacheKeepsNoSnapshot(t *testing.T) {
+	old, errs := snap.Build(zones, 1, []snap.KV{{Key: key(t, "a.default.svc.cluster.local", "x"), Value: []byte(`{"host":"10.96.0.1"}`)}})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	var cur atomic.Pointer[snap.Snapshot]
+	cur.Store(old)
+	srv, _ := movingServer(&cur)
+	w := &worker{s: srv, out: make([]byte, 0, 512)}
+	defer runtime.KeepAlive(w) // and with it the server and its cache
+	w.handle(pack(t, 1, "a.default.svc.cluster.local.", dns.TypeA))
+	collected := make(chan struct{})
+	runtime.AddCleanup(old, func(ch chan struct{}) { close(ch) }, collected)
+	cur.Store(change(t, old, 2, []snap.KV{{Key: key(t, "b.default.svc.cluster.local", "x"), Value: []byte(`{"host":"10.96.0.2"}`)}}, nil))
+	old = nil
+	w.handle(pack(t, 2, "b.default.svc.cluster.local.", dns.TypeA)) // the view moves on; a's entry is not asked
+	for range 20 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("the first snapshot is still reachable once the cache has moved on")
 }

@@ -86,9 +86,11 @@ type cached struct {
 
 	used atomic.Bool // asked for since the hand last passed
 
-	// at is the newest snapshot the answer is known to stand in; reads is
-	// what it was built from, to check it against a newer one (carry).
-	at    atomic.Pointer[snap.Snapshot]
+	// gen is the newest cacheView the answer is known to stand in: a
+	// number, since holding that snapshot would keep it, and all it no
+	// longer shares with the current one, alive. reads is what the answer
+	// was built from, to check it against a newer snapshot (carry).
+	gen   atomic.Uint64
 	reads *answer.Reads
 
 	// Set and read under the shard's lock.
@@ -101,13 +103,14 @@ func (c *respCache) shard(key []byte) *cacheShard {
 	return &c.shards[maphash.Bytes(cacheSeed, key)%cacheShards]
 }
 
-// get returns the entry for key that stands in sn, or nil.
-func (c *respCache) get(key []byte, sn *snap.Snapshot) *cached {
+// get returns the entry for key that stands in sn, the snapshot of view
+// gen, or nil.
+func (c *respCache) get(key []byte, sn *snap.Snapshot, gen uint64) *cached {
 	sh := c.shard(key)
 	sh.mu.RLock()
 	e := sh.m[string(key)]
 	sh.mu.RUnlock()
-	if e == nil || e.at.Load() != sn && !c.carry(sh, e, sn) {
+	if e == nil || e.gen.Load() != gen && !c.carry(sh, e, sn, gen) {
 		return nil
 	}
 	if !e.used.Load() {
@@ -116,21 +119,20 @@ func (c *respCache) get(key []byte, sn *snap.Snapshot) *cached {
 	return e
 }
 
-// carry brings e to sn, a newer snapshot than it was built or last
-// carried in, when its answer stands there (answer.Reads.Stands): then its
-// responses are kept, with the new serial in the SOA they hold, and the
-// first query to ask after a change pays a few map lookups instead of
-// building the answer again. Otherwise e is dropped. False when e does not
-// stand in sn, or sn is older than e's snapshot (a query that read the
-// snapshot just before a change), which takes the full path.
-func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot) bool {
+// carry brings e to view gen, newer than the one it was built or last
+// carried in, when its answer stands in that view's snapshot sn
+// (answer.Reads.Stands): then its responses are kept, with the new serial
+// in the SOA they hold, and the first query to ask after a change pays a
+// few map lookups instead of building the answer again. Otherwise e is
+// dropped. False when e does not stand in sn, or e has moved on to a newer
+// view than gen, which takes the full path.
+func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot, gen uint64) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	at := e.at.Load()
-	switch {
-	case at == sn:
+	switch at := e.gen.Load(); {
+	case at == gen:
 		return true // another query carried it
-	case sh.m[e.key] != e || sn.Rev < at.Rev:
+	case sh.m[e.key] != e || at > gen:
 		return false
 	}
 	serial, ok := e.reads.Stands(sn)
@@ -150,23 +152,23 @@ func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot) bool {
 		c.dropped.Inc()
 		return false
 	}
-	e.at.Store(sn)
+	e.gen.Store(gen)
 	c.kept.Inc()
 	return true
 }
 
-// store caches wire, built from sn, as order of the entry at key, which
-// is fresh if there is none or the one there is older than sn, and returns
-// the entry. When the cache is full it evicts to make room; when it
-// cannot, or a response is too large to be worth a sixteenth of the
-// cache, the entry or response is left out.
-func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, sn *snap.Snapshot) *cached {
+// store caches wire, built from the snapshot of view gen, as order of the
+// entry at key, which is fresh if there is none or the one there is of an
+// older view, and returns the entry. When the cache is full it evicts to
+// make room; when it cannot, or a response is too large to be worth a
+// sixteenth of the cache, the entry or response is left out.
+func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, gen uint64) *cached {
 	sh := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	e := sh.m[string(key)]
-	if e != nil && e.at.Load() != sn {
-		if sn.Rev < e.at.Load().Rev {
+	if at := e.genOr(gen); at != gen {
+		if at > gen {
 			return e // built from an older snapshot than e's
 		}
 		c.remove(sh, e)
@@ -174,7 +176,7 @@ func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, sn 
 	}
 	if e == nil {
 		e = fresh
-		e.at.Store(sn)
+		e.gen.Store(gen)
 		k := string(key)
 		size := int64(len(k) + entryCost)
 		if !c.room(sh, size, nil) {
@@ -264,39 +266,49 @@ func (c *respCache) entries() int {
 	return n
 }
 
-// cacheView is the snapshot queries are answered from and the cache they
-// use: comparing one pointer tells a query whether anything changed.
+// genOr is e's view, or gen for no entry.
+func (e *cached) genOr(gen uint64) uint64 {
+	if e == nil {
+		return gen
+	}
+	return e.gen.Load()
+}
+
+// cacheView is the snapshot queries are answered from, the cache they use
+// and the view's number, which goes up by one with each new snapshot:
+// comparing one pointer tells a query whether anything changed.
 type cacheView struct {
 	snap  *snap.Snapshot
 	cache *respCache
+	gen   uint64
 }
 
-// cacheFor returns the cache for queries answered from sn, or nil for a
-// query that read sn just before a newer one came. The cache goes on from
-// one snapshot to the next, its entries checked as they are asked for
-// (carry); only a change of stub domains, which entries do not record,
-// starts an empty one.
-func (s *Server) cacheFor(sn *snap.Snapshot) *respCache {
+// cacheFor returns the cache for queries answered from sn and the number
+// of sn's view, or nil for a query that read sn just before a newer one
+// came. The cache goes on from one snapshot to the next, its entries
+// checked as they are asked for (carry); only a change of stub domains,
+// which entries do not record, starts an empty one.
+func (s *Server) cacheFor(sn *snap.Snapshot) (*respCache, uint64) {
 	v := s.cache.Load()
 	if v != nil && v.snap == sn {
-		return v.cache
+		return v.cache, v.gen
 	}
 	for {
 		if v != nil && sn.Rev < v.snap.Rev {
-			return nil
+			return nil, 0
 		}
-		nv := &cacheView{snap: sn}
+		nv := &cacheView{snap: sn, gen: 1}
 		if v != nil && v.snap.SameStubs(sn) {
-			nv.cache = v.cache
+			nv.cache, nv.gen = v.cache, v.gen+1
 		} else {
 			nv.cache = &respCache{evictions: s.cacheEvictions, kept: s.cacheKept, dropped: s.cacheDropped,
 				maxEntries: s.cacheLimits[0], maxBytes: s.cacheLimits[1]}
 		}
 		if s.cache.CompareAndSwap(v, nv) {
-			return nv.cache
+			return nv.cache, nv.gen
 		}
 		if v = s.cache.Load(); v.snap == sn {
-			return v.cache
+			return v.cache, v.gen
 		}
 	}
 }
@@ -370,16 +382,17 @@ func (w *worker) handle(b []byte) []byte {
 	w.turn++
 	rot := w.turn
 	var c *respCache
+	var gen uint64
 	var e *cached
 	order := 0
 	if fast && sn != nil {
-		c = s.cacheFor(sn)
+		c, gen = s.cacheFor(sn)
 		w.key = cacheKey(w.key, b, q)
 		order = int(w.turn % rotations)
 		rot = uint32(order) * rotStride
 	}
 	if c != nil {
-		if e = c.get(w.key, sn); e != nil {
+		if e = c.get(w.key, sn, gen); e != nil {
 			if len(e.orders) == 1 {
 				order = 0
 			}
@@ -474,7 +487,7 @@ func (w *worker) handle(b []byte) []byte {
 		// over it on the way out.
 		wire := slices.Clone(out)
 		copy(wire[12:q.qend-4], w.key)
-		c.store(w.key, fresh, order, wire, sn)
+		c.store(w.key, fresh, order, wire, gen)
 	}
 	return out
 }

@@ -220,7 +220,7 @@ func TestMixedCaseFromCache(t *testing.T) {
 			t.Fatalf("query %d (%s): %v", i, name, &m)
 		}
 	}
-	c := srv.cacheFor(srv.snapshot())
+	c, _ := srv.cacheFor(srv.snapshot())
 	n := 0
 	for i := range c.shards {
 		n += len(c.shards[i].m)
