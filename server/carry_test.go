@@ -72,31 +72,40 @@ func key(t testing.TB, name, id string) string {
 	return k
 }
 
-// movingServer serves whatever snapshot cur holds, without rotation, so
-// that two servers give the same bytes for the same question, and with
-// autopath's suffix form, whose answers read several names.
-func movingServer(cur *atomic.Pointer[snap.Snapshot]) (*Server, *prometheus.Registry) {
+// movingServer serves whatever snapshot cur holds, sn at first, without
+// rotation, so that two servers give the same bytes for the same
+// question, and with autopath's suffix form, whose answers read several
+// names.
+func movingServer(sn *snap.Snapshot) (srv *Server, reg *prometheus.Registry, cur *atomic.Pointer[snap.Snapshot]) {
 	o := opts
 	o.Rotate = false
 	o.Autopath.Suffix = true
-	reg := prometheus.NewRegistry()
-	return New(cur.Load, o, reg, slog.New(slog.NewTextHandler(io.Discard, nil))), reg
+	reg = prometheus.NewRegistry()
+	cur = new(atomic.Pointer[snap.Snapshot])
+	cur.Store(sn)
+	return New(cur.Load, o, reg, slog.New(slog.NewTextHandler(io.Discard, nil))), reg, cur
+}
+
+// addresses is the snapshot at revision 1 where each of names has the
+// address 10.96.0.<its place from 1>.
+func addresses(t testing.TB, names ...string) *snap.Snapshot {
+	t.Helper()
+	var kvs []snap.KV
+	for i, n := range names {
+		kvs = append(kvs, snap.KV{Key: key(t, n, "x"), Value: []byte(fmt.Sprintf(`{"host":"10.96.0.%d"}`, i+1))})
+	}
+	sn, errs := snap.Build(zones, 1, kvs)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return sn
 }
 
 // An answer a change does not touch is kept across it, with the new serial
 // in the SOA of a negative answer; one it touches is built again.
 func TestCacheKeepsWhatAChangeLeaves(t *testing.T) {
 	a, b := "a.default.svc.cluster.local", "b.default.svc.cluster.local"
-	sn, errs := snap.Build(zones, 10, []snap.KV{
-		{Key: key(t, a, "x"), Value: []byte(`{"host":"10.96.0.1"}`)},
-		{Key: key(t, b, "x"), Value: []byte(`{"host":"10.96.0.2"}`)},
-	})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	var cur atomic.Pointer[snap.Snapshot]
-	cur.Store(sn)
-	srv, reg := movingServer(&cur)
+	srv, reg, cur := movingServer(addresses(t, a, b))
 	w := &worker{s: srv, out: make([]byte, 0, 512)}
 	rechecks := func(result string) float64 { return counter(t, reg, "etcdns_dnsd_cache_rechecks_total", result) }
 	ask := func(name string, qtype uint16) *dns.Msg {
@@ -110,18 +119,18 @@ func TestCacheKeepsWhatAChangeLeaves(t *testing.T) {
 	ask(a, dns.TypeA)
 	ask("gone.default.svc.cluster.local", dns.TypeA)
 
-	cur.Store(change(t, sn, 11, []snap.KV{{Key: key(t, b, "x"), Value: []byte(`{"host":"10.96.0.3"}`)}}, nil))
+	cur.Store(change(t, cur.Load(), 2, []snap.KV{{Key: key(t, b, "x"), Value: []byte(`{"host":"10.96.0.3"}`)}}, nil))
 	if m := ask(a, dns.TypeA); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.96.0.1" {
 		t.Fatalf("a after b changed: %v", m.Answer)
 	}
-	if m := ask("gone.default.svc.cluster.local", dns.TypeA); m.Rcode != dns.RcodeNameError || m.Ns[0].(*dns.SOA).Serial != 11 {
+	if m := ask("gone.default.svc.cluster.local", dns.TypeA); m.Rcode != dns.RcodeNameError || m.Ns[0].(*dns.SOA).Serial != 2 {
 		t.Fatalf("NXDOMAIN after b changed: %v", m)
 	}
 	if kept, dropped := rechecks("kept"), rechecks("dropped"); kept != 2 || dropped != 0 {
 		t.Fatalf("after a change elsewhere: %v kept, %v dropped; want 2, 0", kept, dropped)
 	}
 
-	cur.Store(change(t, cur.Load(), 12, []snap.KV{{Key: key(t, a, "x"), Value: []byte(`{"host":"10.96.0.4"}`)}}, nil))
+	cur.Store(change(t, cur.Load(), 3, []snap.KV{{Key: key(t, a, "x"), Value: []byte(`{"host":"10.96.0.4"}`)}}, nil))
 	if m := ask(a, dns.TypeA); len(m.Answer) != 1 || m.Answer[0].(*dns.A).A.String() != "10.96.0.4" {
 		t.Fatalf("a after a changed: %v", m.Answer)
 	}
@@ -169,13 +178,7 @@ func TestCacheMatchesFreshAnswers(t *testing.T) {
 		questions = append(questions, q{p, dns.TypePTR})
 	}
 
-	sn, errs := snap.Build(zones, 1, nil)
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	var cur atomic.Pointer[snap.Snapshot]
-	cur.Store(sn)
-	srv, reg := movingServer(&cur)
+	srv, reg, cur := movingServer(addresses(t))
 	w := &worker{s: srv, out: make([]byte, 0, 4096)}
 	for step := range 400 {
 		var puts []snap.KV
@@ -232,9 +235,7 @@ func TestCacheMatchesFreshAnswers(t *testing.T) {
 		}
 		cur.Store(change(t, cur.Load(), int64(step+2), puts, dels))
 
-		var fixed atomic.Pointer[snap.Snapshot]
-		fixed.Store(cur.Load())
-		fresh, _ := movingServer(&fixed)
+		fresh, _, _ := movingServer(cur.Load())
 		for _, i := range r.Perm(len(questions)) {
 			qu := questions[i]
 			b := pack(t, uint16(i), qu.name+".", qu.qtype)
@@ -261,13 +262,7 @@ func TestCacheMatchesFreshAnswers(t *testing.T) {
 // wavers, and a negative answer never shows a serial the writer has not
 // published.
 func TestCacheCarriesConcurrently(t *testing.T) {
-	sn, errs := snap.Build(zones, 1, []snap.KV{{Key: key(t, "kubernetes.default.svc.cluster.local", "x"), Value: []byte(`{"host":"10.96.0.1"}`)}})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	var cur atomic.Pointer[snap.Snapshot]
-	cur.Store(sn)
-	srv, _ := movingServer(&cur)
+	srv, _, cur := movingServer(addresses(t, "kubernetes.default.svc.cluster.local"))
 	stable := pack(t, 1, "kubernetes.default.svc.cluster.local.", dns.TypeA)
 	moving := pack(t, 2, "moving.default.svc.cluster.local.", dns.TypeA)
 	gone := pack(t, 3, "gone.default.svc.cluster.local.", dns.TypeA)
@@ -310,13 +305,8 @@ func TestCacheCarriesConcurrently(t *testing.T) {
 // holds tens of MiB that the next does not share (the scale benchmark's
 // RSS after three bursts grew by 135 MiB when entries held theirs).
 func TestCacheKeepsNoSnapshot(t *testing.T) {
-	old, errs := snap.Build(zones, 1, []snap.KV{{Key: key(t, "a.default.svc.cluster.local", "x"), Value: []byte(`{"host":"10.96.0.1"}`)}})
-	if len(errs) > 0 {
-		t.Fatal(errs)
-	}
-	var cur atomic.Pointer[snap.Snapshot]
-	cur.Store(old)
-	srv, _ := movingServer(&cur)
+	old := addresses(t, "a.default.svc.cluster.local")
+	srv, _, cur := movingServer(old)
 	w := &worker{s: srv, out: make([]byte, 0, 512)}
 	defer runtime.KeepAlive(w) // and with it the server and its cache
 	w.handle(pack(t, 1, "a.default.svc.cluster.local.", dns.TypeA))

@@ -129,15 +129,7 @@ func TestPeers(t *testing.T) {
 	for round := range rounds {
 		for _, m := range ms {
 			for _, s := range servers {
-				for _, o := range servers {
-					if o != s {
-						o.proc.Pause()
-					}
-				}
-				s.proc.Resume()
-				if err := waitAlive(s.addr); err != nil {
-					t.Fatalf("%s after SIGCONT: %v", s.name, err)
-				}
+				alone(t, s, servers)
 				r, lost := s.measure(t, dnsperf, m, clients, duration)
 				fmt.Printf("  round %d  %-8s  %-24s %9.0f qps  p99 %6.3f ms  %6d lost\n",
 					round+1, m.name, s.name, r.qps[len(r.qps)-1], r.p99s[len(r.p99s)-1], lost)
@@ -207,6 +199,19 @@ func waitSame(t *testing.T, s, ref *server, ms []*mix) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+}
+
+// alone stops every server of servers but s (SIGSTOP) and has s answer.
+func alone(t *testing.T, s *server, servers []*server) {
+	for _, o := range servers {
+		if o != s {
+			o.proc.Pause()
+		}
+	}
+	s.proc.Resume()
+	if err := waitAlive(s.addr); err != nil {
+		t.Fatalf("%s after SIGCONT: %v", s.name, err)
 	}
 }
 

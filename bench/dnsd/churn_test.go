@@ -35,15 +35,7 @@ func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, s
 		qps := map[*server][]float64{}
 		for range rounds {
 			for _, s := range servers {
-				for _, o := range servers {
-					if o != s {
-						o.proc.Pause()
-					}
-				}
-				s.proc.Resume()
-				if err := waitAlive(s.addr); err != nil {
-					t.Fatalf("%s after SIGCONT: %v", s.name, err)
-				}
+				alone(t, s, servers)
 				stop := changeEvery(t, cli, b, rate)
 				qps[s] = append(qps[s], load(t, dnsperf, s.addr, m, clients, duration, false).qps)
 				stop()
