@@ -141,7 +141,8 @@ func TestPeers(t *testing.T) {
 	}
 
 	legend := fmt.Sprintf("QPS: max throughput, median of %d runs of %d s with %d clients, and the lowest and highest run; "+
-		"dnsd/peer QPS, of the medians, above 1 means dnsd is faster; rounds dnsd faster: runs of dnsd above the peer's run of the same round. "+
+		"dnsd/peer QPS: the median of the rounds' ratios of dnsd's run to the peer's, back to back, so that the machine's drift over the whole run cancels "+
+		"(the two QPS medians, taken apart, do not cancel it); above 1 means dnsd is faster; rounds dnsd faster: runs of dnsd above the peer's run of the same round. "+
 		"p50: latency of every query in %d s runs at a fixed rate, given per mix, well below capacity; "+
 		"p99: the median of those runs' own p99s, since a p99 pooled over all runs is set by whichever server ran in the machine's worst seconds. "+
 		"CPU s/run: server process user+system seconds per throughput run, and per query answered; "+
@@ -170,7 +171,7 @@ func TestPeers(t *testing.T) {
 		})
 		n := env("CHURN_ROUNDS", 5)
 		title := fmt.Sprintf("search mix while etcd changes: max QPS, median of %d runs of %d s, while one service's address "+
-			"changes so many times a second, each change a transaction of its own", n, duration)
+			"changes so many times a second, each change a transaction of its own; vs no changes: the median of the rounds' ratios", n, duration)
 		fmt.Printf("\n%s\n", title)
 		header, rows := churn(t, cli, b, dnsperf, readers, ms[i], clients, duration, n)
 		say(plain(header, rows), "\n### "+title+"\n\n"+markdown(header, rows))

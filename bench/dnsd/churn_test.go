@@ -23,37 +23,38 @@ var churnRates = []int{0, 10, 100}
 // dnsd's etcd) while a writer changes one service's address rate times a
 // second, each change a transaction of its own, as a rollout does: dnsd
 // publishes a snapshot per change; CoreDNS's cache keeps answers for their
-// TTL whatever etcd says. It returns a table of each server's median QPS
-// over rounds runs per rate, and its ratio to its own QPS with no changes.
+// TTL whatever etcd says. Each round runs every rate against every server
+// back to back. It returns a table of each server's median QPS per rate
+// and its ratio to its own QPS with no changes (pairedRatio over rounds).
 func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, servers []*server, m *mix, clients, duration, rounds int) (header []string, rows [][]string) {
+	qps := map[*server][][]float64{} // by rate, then round
+	for _, s := range servers {
+		qps[s] = make([][]float64, len(churnRates))
+	}
+	for round := range rounds {
+		for i, rate := range churnRates {
+			for _, s := range servers {
+				alone(t, s, servers)
+				stop := changeEvery(t, cli, b, rate)
+				qps[s][i] = append(qps[s][i], load(t, dnsperf, s.addr, m, clients, duration, false).qps)
+				stop()
+				fmt.Printf("  round %d  %4d changes/s  %-24s %9.0f qps\n", round+1, rate, s.name, qps[s][i][round])
+			}
+		}
+	}
+	for _, s := range servers {
+		s.proc.Resume()
+	}
 	header = []string{"changes/s"}
 	for _, s := range servers {
 		header = append(header, s.name+" QPS", s.name+" vs no changes")
 	}
-	base := map[*server]float64{}
-	for _, rate := range churnRates {
-		qps := map[*server][]float64{}
-		for range rounds {
-			for _, s := range servers {
-				alone(t, s, servers)
-				stop := changeEvery(t, cli, b, rate)
-				qps[s] = append(qps[s], load(t, dnsperf, s.addr, m, clients, duration, false).qps)
-				stop()
-			}
-		}
+	for i, rate := range churnRates {
 		row := []string{strconv.Itoa(rate)}
 		for _, s := range servers {
-			q := median(qps[s])
-			if rate == 0 {
-				base[s] = q
-			}
-			row = append(row, fmt.Sprintf("%.0f", q), fmt.Sprintf("%.2fx", q/base[s]))
+			row = append(row, fmt.Sprintf("%.0f", median(qps[s][i])), fmt.Sprintf("%.2fx", pairedRatio(qps[s][i], qps[s][0])))
 		}
 		rows = append(rows, row)
-		fmt.Printf("  %4d changes/s  %v\n", rate, row[1:])
-	}
-	for _, s := range servers {
-		s.proc.Resume()
 	}
 	return header, rows
 }
