@@ -26,7 +26,7 @@ var churnRates = []int{0, 10, 100}
 // TTL whatever etcd says. Each round runs every rate against every server
 // back to back. It returns a table of each server's median QPS per rate
 // and its ratio to its own QPS with no changes (pairedRatio over rounds).
-func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, servers []*server, m *mix, clients, duration, rounds int) (header []string, rows [][]string) {
+func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, st *stage, servers []*server, m *mix, clients, duration, rounds int) (header []string, rows [][]string) {
 	qps := map[*server][][]float64{} // by rate, then round
 	for _, s := range servers {
 		qps[s] = make([][]float64, len(churnRates))
@@ -34,7 +34,7 @@ func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, s
 	for round := range rounds {
 		for i, rate := range churnRates {
 			for _, s := range servers {
-				alone(t, s, servers)
+				st.alone(t, s)
 				stop := changeEvery(t, cli, b, rate)
 				qps[s][i] = append(qps[s][i], load(t, dnsperf, s.addr, m, clients, duration, false).qps)
 				stop()
@@ -42,9 +42,7 @@ func churn(t *testing.T, cli *clientv3.Client, b kube.Builder, dnsperf string, s
 			}
 		}
 	}
-	for _, s := range servers {
-		s.proc.Resume()
-	}
+	st.all()
 	header = []string{"changes/s"}
 	for _, s := range servers {
 		header = append(header, s.name+" QPS", s.name+" vs no changes")
