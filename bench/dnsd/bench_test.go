@@ -143,7 +143,8 @@ func TestPeers(t *testing.T) {
 		"dnsd/peer QPS: the median of the rounds' ratios of dnsd's run to the peer's, back to back, so that the machine's drift over the whole run cancels "+
 		"(the two QPS medians, taken apart, do not cancel it); above 1 means dnsd is faster; rounds dnsd faster: runs of dnsd above the peer's run of the same round. "+
 		"p50: latency of every query in %d s runs at a fixed rate, given per mix, well below capacity; "+
-		"p99: the median of those runs' own p99s, since a p99 pooled over all runs is set by whichever server ran in the machine's worst seconds. "+
+		"p99: the median of those runs' own p99s, since a p99 pooled over all runs is set by whichever server ran in the machine's worst seconds; "+
+		"dnsd/peer p99: the median of the rounds' ratios of dnsd's p99 to the peer's, paired as QPS is; at most 1 means dnsd's tail is no longer; rounds dnsd p99 lower: runs of dnsd below the peer's run of the same round. "+
 		"CPU s/run: server process user+system seconds per throughput run, and per query answered; "+
 		"store: its store's in the same windows, etcd for dnsd and coredns etcd, kube-apiserver and its etcd for coredns kubernetes. "+
 		"Peak RSS: VmHWM of the server process at the end. Lost: queries unanswered in both runs.", rounds, duration, clients, duration)

@@ -151,11 +151,11 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// pairedRatio is the median over rounds of d's QPS over p's. Each pair of
-// runs is back to back, so the machine's drift over a run (seen here:
-// every server a fifth slower from the fifth round on) cancels in each
-// ratio; the ratio of the two medians does not cancel it, and can fall on
-// the other side of 1 than nearly every round.
+// pairedRatio is the median over rounds of d's figure over p's (QPS, or a
+// run's p99). Each pair of runs is in the same round, so the machine's
+// drift over a run (seen here: every server a fifth slower from the fifth
+// round on) cancels in each ratio; the ratio of the two medians does not
+// cancel it, and can fall on the other side of 1 than nearly every round.
 func pairedRatio(d, p []float64) float64 {
 	var rs []float64
 	for i := range min(len(d), len(p)) {
@@ -164,8 +164,8 @@ func pairedRatio(d, p []float64) float64 {
 	return median(rs)
 }
 
-// wins counts the rounds in which d's QPS is above p's: each pair of
-// runs is back to back, so it holds the machine's drift constant.
+// wins counts the rounds in which d's figure is above p's: each pair of
+// runs is in the same round, so it holds the machine's drift constant.
 func wins(d, p []float64) int {
 	n := 0
 	for i := range min(len(d), len(p)) {
@@ -184,31 +184,28 @@ func percentile(xs []float64, p float64) float64 {
 	return xs[min(len(xs)-1, int(p*float64(len(xs))))]
 }
 
-// table is one mix's figures, dnsd first, with dnsd's QPS ratio to each
-// peer (pairedRatio; dnsd/peer, above 1 means dnsd is faster) and whether
-// dnsd's p99 is no worse than the peer's.
+// table is one mix's figures, dnsd first, with dnsd's QPS and p99 ratios
+// to each peer (pairedRatio; dnsd/peer) and the rounds dnsd won on each.
 func table(t *testing.T, servers []*server, m *mix) (header []string, rows [][]string, notes []string) {
-	header = []string{"server", "QPS", "QPS range", "dnsd/peer QPS", "rounds dnsd faster", "p50 ms", "p99 ms", "dnsd p99 <= peer",
+	header = []string{"server", "QPS", "QPS range", "dnsd/peer QPS", "rounds dnsd faster", "p50 ms", "p99 ms", "dnsd/peer p99", "rounds dnsd p99 lower",
 		"CPU s/run", "CPU us/query", "store CPU s/run", "peak RSS MiB", "lost"}
 	d := servers[0].res[m.name]
 	for _, s := range servers {
 		r := s.res[m.name]
 		slices.Sort(r.lat)
-		ratio, won, p99ok, store := "-", "-", "-", "-"
+		ratio, won, p99ratio, p99won, store := "-", "-", "-", "-", "-"
 		if s != servers[0] {
 			ratio = fmt.Sprintf("%.2fx", pairedRatio(d.qps, r.qps))
 			won = fmt.Sprintf("%d/%d", wins(d.qps, r.qps), len(r.qps))
-			p99ok = "no"
-			if median(d.p99s) <= median(r.p99s) {
-				p99ok = "yes"
-			}
+			p99ratio = fmt.Sprintf("%.2fx", pairedRatio(d.p99s, r.p99s))
+			p99won = fmt.Sprintf("%d/%d", wins(r.p99s, d.p99s), len(r.p99s))
 		}
 		if len(s.stores) > 0 {
 			store = fmt.Sprintf("%.2f", r.storeCPU/float64(len(r.qps)))
 		}
 		rows = append(rows, []string{s.name, fmt.Sprintf("%.0f", median(r.qps)),
 			fmt.Sprintf("%.0f-%.0f", slices.Min(r.qps), slices.Max(r.qps)), ratio, won,
-			fmt.Sprintf("%.3f", percentile(r.lat, 0.5)), fmt.Sprintf("%.3f", median(r.p99s)), p99ok,
+			fmt.Sprintf("%.3f", percentile(r.lat, 0.5)), fmt.Sprintf("%.3f", median(r.p99s)), p99ratio, p99won,
 			fmt.Sprintf("%.2f", r.cpu/float64(len(r.qps))), fmt.Sprintf("%.1f", r.cpu/r.answered*1e6), store,
 			fmt.Sprintf("%.0f", peakRSS(t, s.proc)), strconv.Itoa(r.lost)})
 		if median(r.qps) < 2*float64(m.rate) {
