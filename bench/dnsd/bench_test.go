@@ -21,8 +21,8 @@
 // (measure_test.go). It prints a table per mix with dnsd's ratio to each
 // peer, then dnsd's etcd put-to-answer latency, then the search mix's QPS
 // of the servers reading etcd while it changes (churn_test.go).
-// bench/dnsd/run.sh runs it;
-// it is a test only so that it can use integration/harness.
+// bench/dnsd/run.sh runs it; it is a test only so that it can use
+// integration/harness.
 package dnsdbench
 
 import (
