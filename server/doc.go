@@ -19,8 +19,8 @@
 // was read from unchanged (answer.Reads); then only the SOA serial of a
 // negative answer is rewritten, and otherwise the entry is dropped. So
 // under a steady trickle of changes the answers they do not touch stay
-// cached. An answer that rotates is cached in several orders. The cache is bounded
-// in entries and bytes and evicts by CLOCK, so a flood of random names
+// cached. An answer that rotates is cached in several orders. The cache is
+// bounded in entries and bytes and evicts by CLOCK, so a flood of random names
 // replaces its own entries, not the ones clients keep asking. Any other
 // message is first screened (wire.go) without allocating: junk gets no
 // reply, NOTIMP or FORMERR from its header alone, as does a message over
