@@ -10,7 +10,7 @@
 #   hack/tools.sh --check   only report; exit 1 if anything is missing
 set -euo pipefail
 
-ETCD_VERSION=v3.5.17
+ETCD_VERSION=v3.5.35
 KUBE_VERSION=v1.31.4
 COREDNS_VERSION=v1.11.4
 
