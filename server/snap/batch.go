@@ -2,7 +2,6 @@ package snap
 
 import (
 	"cmp"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -11,7 +10,7 @@ import (
 )
 
 // Batch derives a new zone from an old one. The old zone is never touched:
-// the first write to a shard copies that shard's map (about shardSize
+// the first write to a shard copies that shard's table (about shardSize
 // names), and the first write to a node copies the node, so a batch costs
 // O(changed names), not O(zone).
 type Batch struct {
@@ -58,36 +57,34 @@ func (b *Batch) own() {
 	}
 }
 
-// shard returns the batch's own map of name's shard.
-func (b *Batch) shard(name string) map[string]*Node {
+// shard returns the batch's own table of name's shard, and name's hash.
+func (b *Batch) shard(name string) (*table, uint64) {
 	if b.copied == nil {
 		b.z.names = slices.Clone(b.z.names)
 		b.copied = make([]uint64, len(b.z.names))
 		b.leaves = make([]uint64, (len(b.z.names)+63)/64)
 	}
-	i := b.z.shardOf(name)
+	h := hashOf(name)
+	i := b.z.shardOf(h)
 	l, j := i/leafSize, i%leafSize
 	if b.leaves[l/64]&(1<<(l%64)) == 0 {
 		c := *b.z.names[l]
 		b.z.names[l] = &c
 		b.leaves[l/64] |= 1 << (l % 64)
 	}
-	m := &b.z.names[l][j]
+	t := &b.z.names[l][j]
 	if b.copied[l]&(1<<j) == 0 {
-		*m = maps.Clone(*m)
-		if *m == nil {
-			*m = map[string]*Node{}
-		}
+		*t = (*t).clone()
 		b.copied[l] |= 1 << j
 	}
-	return *m
+	return *t, h
 }
 
 // mutable returns the batch's own copy of name's node, making the node
 // (and, through link, its parents) if it does not exist.
 func (b *Batch) mutable(name string) *Node {
-	m := b.shard(name)
-	n := m[name]
+	t, h := b.shard(name)
+	n := t.get(name, h)
 	if n != nil && n.batch == b.id {
 		return n
 	}
@@ -95,7 +92,7 @@ func (b *Batch) mutable(name string) *Node {
 	if n != nil {
 		c.Entries, c.kids = slices.Clone(n.Entries), n.kids
 	}
-	m[name] = c
+	t.set(c, h)
 	b.touched = append(b.touched, c)
 	if n == nil {
 		b.link(name, 1)
@@ -120,7 +117,8 @@ func (b *Batch) link(name string, delta int32) {
 }
 
 func (b *Batch) drop(n *Node) {
-	delete(b.shard(n.Name), n.Name)
+	t, h := b.shard(n.Name)
+	t.delete(n.Name, h)
 	b.link(n.Name, -1)
 }
 
@@ -182,11 +180,12 @@ func (b *Batch) split() {
 	shards := shardsFor(b.z.Records)
 	b.z.names = newLeaves(shards, b.z.Records/shards+1)
 	for _, l := range old {
-		for _, m := range l {
-			for name, n := range m {
-				i := b.z.shardOf(name)
-				b.z.names[i/leafSize][i%leafSize][name] = n
-			}
+		for _, t := range l {
+			t.each(func(n *Node) {
+				h := hashOf(n.Name)
+				i := b.z.shardOf(h)
+				b.z.names[i/leafSize][i%leafSize].set(n, h)
+			})
 		}
 	}
 	b.own()

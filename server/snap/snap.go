@@ -90,10 +90,10 @@ type Config struct {
 	Cluster string
 }
 
-// A zone's names are split into shards, each its own map, so a batch
+// A zone's names are split into shards, each its own table, so a batch
 // copies only the shards it touches. The number of shards grows with the
 // zone, keeping them at about shardSize names: a change then copies a few
-// dozen map entries whatever the zone's size (BenchmarkBurst: a rolling
+// dozen table slots whatever the zone's size (BenchmarkBurst: a rolling
 // update of 100 endpoints in a million-record zone), and a small zone
 // keeps a few maps, not thousands. The shards sit in leaves of leafSize
 // under a directory, so a batch also copies only the directory (a pointer
@@ -119,12 +119,12 @@ func shardsFor(n int) int {
 	return s
 }
 
-func (z *Zone) shardOf(name string) int {
-	return int(maphash.String(seed, name) & uint64(len(z.names)*leafSize-1))
+func (z *Zone) shardOf(h uint64) int {
+	return int(h & uint64(len(z.names)*leafSize-1))
 }
 
 // leaf is leafSize shards of a zone's names.
-type leaf [leafSize]map[string]*Node
+type leaf [leafSize]*table
 
 // newLeaves returns the leaves of shards empty shards, each sized for per
 // names.
@@ -133,7 +133,7 @@ func newLeaves(shards, per int) []*leaf {
 	for i := range dir {
 		dir[i] = new(leaf)
 		for j := range dir[i] {
-			dir[i][j] = make(map[string]*Node, per)
+			dir[i][j] = newTable(per)
 		}
 	}
 	return dir
@@ -148,7 +148,7 @@ type Zone struct {
 	Records int    // entries held
 	// Range is the etcd key prefix of the zone: <prefix>/<reversed labels>/.
 	Range string
-	names []*leaf                             // shard i is names[i/leafSize][i%leafSize]; a nil map until a name lands in it
+	names []*leaf                             // shard i is names[i/leafSize][i%leafSize]; nil until a name lands in it
 	pods  *[podShards]map[netip.Addr][]string // PodNamespaces; nil until a pod record lands, then a nil map until one lands in the shard
 
 	stubRange  string           // Range + dns/stub/: nameservers, not records
@@ -186,17 +186,16 @@ func (z *Zone) Node(name string) *Node {
 	if len(z.names) == 0 {
 		return nil // a zone made without NewZone, such as an answer engine's synthesized one
 	}
-	i := z.shardOf(name)
-	return z.names[i/leafSize][i%leafSize][name]
+	h := hashOf(name)
+	i := z.shardOf(h)
+	return z.names[i/leafSize][i%leafSize].get(name, h)
 }
 
 // Names calls f for every node; for tests and debugging, not for queries.
 func (z *Zone) Names(f func(*Node)) {
 	for _, l := range z.names {
-		for _, m := range l {
-			for _, n := range m {
-				f(n)
-			}
+		for _, t := range l {
+			t.each(f)
 		}
 	}
 }
