@@ -30,7 +30,8 @@ const (
 	// would otherwise grow the cache until the next snapshot. Once full,
 	// each new entry evicts one. At the limits a cache holds about 24 MiB
 	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it), or
-	// 32 MiB of large answers.
+	// 32 MiB of large answers. Under a small memory limit both shrink
+	// (cacheBounds).
 	cacheLimit  = 1 << 16
 	cacheBytes  = 32 << 20
 	cacheShards = 64
@@ -47,6 +48,21 @@ const (
 	rotations = 8
 	rotStride = 2654435761 // a prime near 2^32/phi
 )
+
+// cacheBounds returns the cache's bounds, entries and bytes, under the
+// memory limit the runtime was given (GOMEMLIMIT; math.MaxInt64 when there
+// is none): cacheLimit and cacheBytes, or an eighth of the limit when that
+// is less, so a small frontend's cache cannot outgrow what it was allowed
+// (a flood of NXDOMAINs fills a full-size cache to about 24 MiB). Entries
+// shrink in proportion, at least one a shard and a lock each.
+func cacheBounds(memLimit int64) [2]int64 {
+	bytes := min(cacheBytes, max(memLimit/8, minCacheBytes))
+	return [2]int64{max(cacheShards, cacheLimit*bytes/cacheBytes), bytes}
+}
+
+// minCacheBytes is the least cache a memory limit leaves: a few thousand
+// answers, the working set of a small cluster.
+const minCacheBytes = 1 << 20
 
 var cacheSeed = maphash.MakeSeed()
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		log:      log,
 		slots:    make(chan struct{}, maxForwarding),
 
-		cacheLimits: [2]int64{cacheLimit, cacheBytes},
+		cacheLimits: cacheBounds(debug.SetMemoryLimit(-1)),
 
 		TCPIdle:     defaultTCPIdle,
 		TCPMaxConns: defaultTCPMaxConns,

@@ -6,6 +6,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -247,5 +248,21 @@ func TestBatchTimesEachAnswer(t *testing.T) {
 	w.endBatch()
 	if n := observed(); n != 3 {
 		t.Fatalf("%d latencies observed for a batch of 3 answers", n)
+	}
+}
+
+func TestCacheBoundsFollowMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		limit int64
+		want  [2]int64
+	}{
+		{math.MaxInt64, [2]int64{cacheLimit, cacheBytes}}, // no GOMEMLIMIT
+		{1 << 30, [2]int64{cacheLimit, cacheBytes}},       // an eighth is more than the default
+		{64 << 20, [2]int64{cacheLimit / 4, 8 << 20}},     // a node-local frontend
+		{4 << 20, [2]int64{cacheLimit / 32, minCacheBytes}},
+	} {
+		if got := cacheBounds(c.limit); got != c.want {
+			t.Errorf("GOMEMLIMIT %d: bounds %v, want %v", c.limit, got, c.want)
+		}
 	}
 }

@@ -24,6 +24,7 @@
 #   COLD_TIMEOUT=900    seconds the cold start may take before failing
 #   FLOOR_PAGES=1000,10000,0  page sizes of the timed plain etcd read of all
 #                       keys before dnsd starts (0: one range; none: skip)
+#   KNOT=1              0: do not load the same records into Knot for its RSS
 #   OUT=file            also write the table there as Markdown
 #   PROFILE=dir         save dnsd's CPU profile of its first PROFILE_SECONDS
 #                       (default 60; set it above the cold start to cover it

@@ -2,7 +2,6 @@ package snap
 
 import (
 	"cmp"
-	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -11,16 +10,19 @@ import (
 )
 
 // Batch derives a new zone from an old one. The old zone is never touched:
-// the first write to a shard copies that shard's map (about shardSize
+// the first write to a shard copies that shard's table (about shardSize
 // names), and the first write to a node copies the node, so a batch costs
 // O(changed names), not O(zone).
 type Batch struct {
-	z       *Zone
-	id      uint32   // stamped on the nodes this batch made, which it may change in place
-	copied  []uint64 // bit per shard of z.names that is this batch's own; nil: not even the slice is
-	touched []*Node  // nodes made in this batch, to finish in Done
+	z  *Zone
+	id uint32 // stamped on the nodes this batch made, which it may change in place
+	// copied holds a word per leaf of z.names, a bit per shard that is
+	// this batch's own; leaves, a bit per leaf that is. Nil: not even the
+	// directory is.
+	copied, leaves []uint64
+	touched        []*Node // nodes made in this batch, to finish in Done
 
-	podsCopied [podShards]bool // pod index shards this batch owns
+	podsCopied [podShards / 64]uint64 // bit per pod index shard this batch owns; none: not even the array
 
 	stubsCopied bool            // the stub table is this batch's own
 	stubCopied  map[string]bool // so are these domains' entries
@@ -40,37 +42,49 @@ func (b *Batch) Reserve(n int) {
 	if b.z.Records > 0 || len(b.touched) > 0 || n <= 0 {
 		return
 	}
-	b.z.names = make([]map[string]*Node, shardsFor(n))
-	b.copied = make([]uint64, (len(b.z.names)+63)/64)
-	per := n/len(b.z.names) + n/len(b.z.names)/8 + 1
-	for i := range b.z.names {
-		b.z.names[i] = make(map[string]*Node, per)
-		b.copied[i/64] |= 1 << (i % 64)
+	shards := shardsFor(n)
+	b.z.names = newLeaves(shards, n/shards+n/shards/8+1)
+	b.own()
+}
+
+// own marks every leaf and shard of z.names as the batch's own.
+func (b *Batch) own() {
+	b.copied = make([]uint64, len(b.z.names))
+	b.leaves = make([]uint64, (len(b.z.names)+63)/64)
+	for i := range b.copied {
+		b.copied[i] = ^uint64(0)
+		b.leaves[i/64] |= 1 << (i % 64)
 	}
 }
 
-// shard returns the batch's own map of name's shard.
-func (b *Batch) shard(name string) map[string]*Node {
+// shard returns the batch's own table of name's shard, and name's hash.
+func (b *Batch) shard(name string) (*table, uint64) {
 	if b.copied == nil {
 		b.z.names = slices.Clone(b.z.names)
-		b.copied = make([]uint64, (len(b.z.names)+63)/64)
+		b.copied = make([]uint64, len(b.z.names))
+		b.leaves = make([]uint64, (len(b.z.names)+63)/64)
 	}
-	i := b.z.shardOf(name)
-	if b.copied[i/64]&(1<<(i%64)) == 0 {
-		b.z.names[i] = maps.Clone(b.z.names[i])
-		if b.z.names[i] == nil {
-			b.z.names[i] = map[string]*Node{}
-		}
-		b.copied[i/64] |= 1 << (i % 64)
+	h := hashOf(name)
+	i := b.z.shardOf(h)
+	l, j := i/leafSize, i%leafSize
+	if b.leaves[l/64]&(1<<(l%64)) == 0 {
+		c := *b.z.names[l]
+		b.z.names[l] = &c
+		b.leaves[l/64] |= 1 << (l % 64)
 	}
-	return b.z.names[i]
+	t := &b.z.names[l][j]
+	if b.copied[l]&(1<<j) == 0 {
+		*t = (*t).clone()
+		b.copied[l] |= 1 << j
+	}
+	return *t, h
 }
 
 // mutable returns the batch's own copy of name's node, making the node
 // (and, through link, its parents) if it does not exist.
 func (b *Batch) mutable(name string) *Node {
-	m := b.shard(name)
-	n := m[name]
+	t, h := b.shard(name)
+	n := t.get(name, h)
 	if n != nil && n.batch == b.id {
 		return n
 	}
@@ -78,7 +92,7 @@ func (b *Batch) mutable(name string) *Node {
 	if n != nil {
 		c.Entries, c.kids = slices.Clone(n.Entries), n.kids
 	}
-	m[name] = c
+	t.set(c, h)
 	b.touched = append(b.touched, c)
 	if n == nil {
 		b.link(name, 1)
@@ -103,7 +117,8 @@ func (b *Batch) link(name string, delta int32) {
 }
 
 func (b *Batch) drop(n *Node) {
-	delete(b.shard(n.Name), n.Name)
+	t, h := b.shard(n.Name)
+	t.delete(n.Name, h)
 	b.link(n.Name, -1)
 }
 
@@ -148,7 +163,7 @@ func (b *Batch) Done(serial uint32) *Zone {
 			b.indexPod(n.Name, suffix)
 		}
 	}
-	if b.copied != nil && len(b.z.names) < shardsFor(b.z.Records) {
+	if b.copied != nil && len(b.z.names)*leafSize < shardsFor(b.z.Records) {
 		b.split()
 	}
 	b.z.Serial = serial
@@ -162,16 +177,18 @@ func (b *Batch) Done(serial uint32) *Zone {
 // costs O(zone), once each time the zone doubles.
 func (b *Batch) split() {
 	old := b.z.names
-	b.z.names = make([]map[string]*Node, shardsFor(b.z.Records))
-	per := b.z.Records/len(b.z.names) + 1
-	for i := range b.z.names {
-		b.z.names[i] = make(map[string]*Node, per)
-	}
-	for _, m := range old {
-		for name, n := range m {
-			b.z.names[b.z.shardOf(name)][name] = n
+	shards := shardsFor(b.z.Records)
+	b.z.names = newLeaves(shards, b.z.Records/shards+1)
+	for _, l := range old {
+		for _, t := range l {
+			t.each(func(n *Node) {
+				h := hashOf(n.Name)
+				i := b.z.shardOf(h)
+				b.z.names[i/leafSize][i%leafSize].set(n, h)
+			})
 		}
 	}
+	b.own()
 }
 
 // buildSets turns a name's entries into deduplicated RRsets. The local

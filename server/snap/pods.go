@@ -18,6 +18,9 @@ import (
 // hostNetwork pods on one node, give several. It is how dnsd knows a
 // client's namespace without watching Pods itself.
 func (z *Zone) PodNamespaces(ip netip.Addr) []string {
+	if z.pods == nil {
+		return nil
+	}
 	ip = ip.Unmap()
 	return z.pods[addrShard(ip)][ip]
 }
@@ -54,16 +57,26 @@ func (b *Batch) indexPod(name, suffix string) {
 		}
 	}
 	i := addrShard(ip)
-	nss := b.z.pods[i][ip]
+	var nss []string
+	if b.z.pods != nil {
+		nss = b.z.pods[i][ip]
+	}
 	if slices.Contains(nss, ns) == held {
 		return
 	}
-	if !b.podsCopied[i] {
+	if b.podsCopied == [podShards / 64]uint64{} {
+		c := new([podShards]map[netip.Addr][]string)
+		if b.z.pods != nil {
+			*c = *b.z.pods
+		}
+		b.z.pods = c
+	}
+	if b.podsCopied[i/64]&(1<<(i%64)) == 0 {
 		b.z.pods[i] = maps.Clone(b.z.pods[i])
 		if b.z.pods[i] == nil {
 			b.z.pods[i] = map[netip.Addr][]string{}
 		}
-		b.podsCopied[i] = true
+		b.podsCopied[i/64] |= 1 << (i % 64)
 	}
 	// Older snapshots share the slice: it is replaced, never changed.
 	if held {

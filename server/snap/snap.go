@@ -90,16 +90,21 @@ type Config struct {
 	Cluster string
 }
 
-// A zone's names are split into shards, each its own map, so a batch
+// A zone's names are split into shards, each its own table, so a batch
 // copies only the shards it touches. The number of shards grows with the
 // zone, keeping them at about shardSize names: a change then copies a few
-// dozen map entries whatever the zone's size (BenchmarkBurst: a rolling
+// dozen table slots whatever the zone's size (BenchmarkBurst: a rolling
 // update of 100 endpoints in a million-record zone), and a small zone
-// keeps a few maps, not thousands.
+// keeps a few maps, not thousands. The shards sit in leaves of leafSize
+// under a directory, so a batch also copies only the directory (a pointer
+// a leaf) and the leaves it touches, not a pointer for every shard: at a
+// million records that was 128 KiB copied, and as much garbage, for each
+// changed record.
 const (
 	shardSize = 64
 	minShards = 64
 	maxShards = 1 << 16
+	leafSize  = 64  // shards a leaf; minShards is one leaf
 	podShards = 256 // pod records are fewer, and change one at a time
 )
 
@@ -114,8 +119,24 @@ func shardsFor(n int) int {
 	return s
 }
 
-func (z *Zone) shardOf(name string) int {
-	return int(maphash.String(seed, name) & uint64(len(z.names)-1))
+func (z *Zone) shardOf(h uint64) int {
+	return int(h & uint64(len(z.names)*leafSize-1))
+}
+
+// leaf is leafSize shards of a zone's names.
+type leaf [leafSize]*table
+
+// newLeaves returns the leaves of shards empty shards, each sized for per
+// names.
+func newLeaves(shards, per int) []*leaf {
+	dir := make([]*leaf, shards/leafSize)
+	for i := range dir {
+		dir[i] = new(leaf)
+		for j := range dir[i] {
+			dir[i][j] = newTable(per)
+		}
+	}
+	return dir
 }
 
 // Zone is one zone's names. Nodes exist for every name that holds records
@@ -127,8 +148,8 @@ type Zone struct {
 	Records int    // entries held
 	// Range is the etcd key prefix of the zone: <prefix>/<reversed labels>/.
 	Range string
-	names []map[string]*Node                 // by shardOf; a nil map until a name lands in the shard
-	pods  [podShards]map[netip.Addr][]string // PodNamespaces; a nil map until a pod record lands in the shard
+	names []*leaf                             // shard i is names[i/leafSize][i%leafSize]; nil until a name lands in it
+	pods  *[podShards]map[netip.Addr][]string // PodNamespaces; nil until a pod record lands, then a nil map until one lands in the shard
 
 	stubRange  string           // Range + dns/stub/: nameservers, not records
 	stubs      map[string]*Stub // by domain
@@ -154,7 +175,7 @@ func NewZone(c Config) *Zone {
 		z.Range = k + "/"
 		z.stubRange, _ = keys.StubRange(c.Prefix, c.Name)
 	}
-	z.names = make([]map[string]*Node, minShards)
+	z.names = []*leaf{new(leaf)}
 	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[[2]string]*Origin{}}
 	return z
 }
@@ -165,14 +186,16 @@ func (z *Zone) Node(name string) *Node {
 	if len(z.names) == 0 {
 		return nil // a zone made without NewZone, such as an answer engine's synthesized one
 	}
-	return z.names[z.shardOf(name)][name]
+	h := hashOf(name)
+	i := z.shardOf(h)
+	return z.names[i/leafSize][i%leafSize].get(name, h)
 }
 
 // Names calls f for every node; for tests and debugging, not for queries.
 func (z *Zone) Names(f func(*Node)) {
-	for _, m := range z.names {
-		for _, n := range m {
-			f(n)
+	for _, l := range z.names {
+		for _, t := range l {
+			t.each(f)
 		}
 	}
 }

@@ -177,3 +177,50 @@ func dump(z *Zone) string {
 	slices.Sort(lines)
 	return fmt.Sprintf("records=%d\n%s", z.Records, strings.Join(lines, "\n"))
 }
+
+// TestGrowingZoneKeepsOlderSnapshots grows a zone one batch at a time past
+// several splits of its shards into many leaves, and checks that every
+// older zone still holds exactly what it held: batches copy the directory,
+// leaves and shards they change and never write into a shared one.
+func TestGrowingZoneKeepsOlderSnapshots(t *testing.T) {
+	const step, steps = 2000, 10 // 20,000 names: 512 shards in 8 leaves
+	key := func(i int) string { return fmt.Sprintf("/skydns/local/cluster/svc/ns%d/s%d/x", i%7, i) }
+	owner := func(i int) string { return fmt.Sprintf("s%d.ns%d.svc.cluster.local", i, i%7) }
+	z := NewZone(cfg)
+	var zones []*Zone
+	for s := range steps {
+		b := z.Edit()
+		for i := s * step; i < (s+1)*step; i++ {
+			put(t, z, b, key(i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i>>8&255, i&255))
+		}
+		if s > 0 { // and change a name of every earlier batch
+			put(t, z, b, key((s-1)*step), `{"host":"10.9.9.9"}`)
+		}
+		z = b.Done(uint32(s + 1))
+		zones = append(zones, z)
+	}
+	if got := len(z.names) * leafSize; got != shardsFor(steps*step) {
+		t.Fatalf("%d shards, want %d", got, shardsFor(steps*step))
+	}
+	for s, z := range zones {
+		if z.Records != (s+1)*step {
+			t.Errorf("zone %d: %d records, want %d", s, z.Records, (s+1)*step)
+		}
+		for i := range steps * step {
+			n := z.Node(owner(i))
+			if (n != nil) != (i < (s+1)*step) {
+				t.Fatalf("zone %d: %s held %v", s, owner(i), n != nil)
+			}
+			if n == nil {
+				continue
+			}
+			want := fmt.Sprintf("10.1.%d.%d", i>>8&255, i&255)
+			if i%step == 0 && i/step < s {
+				want = "10.9.9.9" // changed by the batch after its own
+			}
+			if got := n.Entries[0].Addr.String(); got != want {
+				t.Fatalf("zone %d: %s holds %s, want %s", s, owner(i), got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package main
+
+func releaseStartupPages() int64 { return 0 }
