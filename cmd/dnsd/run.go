@@ -121,7 +121,6 @@ func run(ctx context.Context, cfg *config.Config) error {
 			// change comes near that: hand it back to the system now
 			// rather than hold it as RSS until the scavenger gets to it.
 			debug.FreeOSMemory()
-			releaseStartupPages()
 		case <-ctx.Done():
 		}
 	}()
