@@ -57,8 +57,8 @@ func expect(t *testing.T, what string, got []dns.RR, want ...string) {
 // owner text merged into the same value.
 func TestExternalDNSValues(t *testing.T) {
 	tr := tree(t, map[string]string{
-		"1a2b3c4d.web.example.org.": `{"host":"10.0.0.1","text":"\"heritage=external-dns,external-dns/owner=default\"","targetstrip":1,"ttl":60}`,
-		"5e6f7a8b.web.example.org.": `{"host":"10.0.0.2","text":"\"heritage=external-dns,external-dns/owner=default\"","targetstrip":1,"ttl":60}`,
+		"1a2b3c4d.web.example.org.":   `{"host":"10.0.0.1","text":"\"heritage=external-dns,external-dns/owner=default\"","targetstrip":1,"ttl":60}`,
+		"5e6f7a8b.web.example.org.":   `{"host":"10.0.0.2","text":"\"heritage=external-dns,external-dns/owner=default\"","targetstrip":1,"ttl":60}`,
 		"0badc0de.alias.example.org.": `{"host":"web.example.net","text":"\"heritage=external-dns\"","targetstrip":1}`,
 	})
 	r := answer(tr, "web.example.org.", dns.TypeA)
