@@ -210,3 +210,22 @@ func TestSkyDNSMatchesCoreDNS(t *testing.T) {
 		t.Errorf("after the change:\ndnsd:    %s\ncoredns: %s", got, want)
 	}
 }
+
+// skydnsCompat is the section of docs/compatibility.md on SkyDNS zones,
+// written by writeMatrix after the generated table.
+const skydnsCompat = `
+## SkyDNS zones
+
+A zone declared ` + "`zone=prefix:skydns`" + ` in ` + "`dnsd.zones`" + ` is answered as CoreDNS 1.11's etcd plugin
+answers it, quirks included, where the plugin contradicts what the writing tool meant: a
+parent answers with every record of its subtree, CNAME and PTR questions read the exact key
+only, a value with a name host and text (external-dns's TXT registry up to v0.17) is TXT, never
+a CNAME or SRV/MX target, and ` + "`any`" + ` is a wildcard label. CoreDNS's own etcd plugin
+tests run as dnsd tests (server/skydns/coredns_test.go) and every case passes, two of them
+with what a running CoreDNS answers rather than the plugin alone (a name in no zone: REFUSED,
+not the test's SERVFAIL; a CNAME out of the zone: kept, as the running server keeps it), and
+TestSkyDNSMatchesCoreDNS (integration/skydns_test.go) asks dnsd and CoreDNS the same 45
+questions on the same keys and requires the same answers. What differs (malformed values are
+skipped, not SERVFAIL; leased keys' TTL; the SOA serial; AXFR) is listed in
+[skydns.md](skydns.md#what-differs-and-why).
+`
