@@ -6,10 +6,10 @@
 // priority 0 read as 10, SRV weights as percentages) are kept, so dnsd
 // can replace the plugin without its users' answers changing.
 //
-// A Tree is one zone's decoded values sorted by key: a subtree is a binary
-// search and a scan. A Tree never changes once built; a Batch derives the
-// next one, so queries read it without locks while the store applies a
-// watch event.
+// A Tree is one zone's decoded values sorted by key, in chunks: a subtree
+// is a binary search and a scan. A Tree never changes once built; a Batch
+// derives the next one, copying only the chunks a change touches, so
+// queries read it without locks while the store applies a watch event.
 //
 // The package is pure: it turns (key, value) pairs into a Tree and a Tree
 // and a question into an answer. It must not talk to etcd, log, read
