@@ -177,9 +177,14 @@ const (
 type Zone struct {
 	Name   string
 	Prefix string
+	// SkyDNS is set by a ":skydns" after the prefix: the zone is served
+	// as CoreDNS's etcd plugin serves it (server/skydns), for data that
+	// external-dns, SkyDNS or kube2sky write.
+	SkyDNS bool
 }
 
-// ParsedZones reads dnsd.zones ("zone=prefix", prefix optional).
+// ParsedZones reads dnsd.zones ("zone=prefix[:mode]", prefix optional;
+// mode "skydns" or the default "etcdns").
 func (d Dnsd) ParsedZones() ([]Zone, error) {
 	var out []Zone
 	seen := map[string]bool{}
@@ -187,6 +192,15 @@ func (d Dnsd) ParsedZones() ([]Zone, error) {
 		name, prefix, ok := strings.Cut(z, "=")
 		if !ok {
 			prefix = keys.DefaultPrefix
+		}
+		prefix, mode, _ := strings.Cut(prefix, ":")
+		if strings.TrimSpace(prefix) == "" {
+			prefix = keys.DefaultPrefix
+		}
+		switch strings.TrimSpace(mode) {
+		case "", "etcdns", "skydns":
+		default:
+			return nil, fmt.Errorf("dnsd.zones: %q: mode %q: want skydns or etcdns", z, mode)
 		}
 		n, err := keys.CanonicalName(strings.TrimSpace(name))
 		if err != nil {
@@ -199,7 +213,7 @@ func (d Dnsd) ParsedZones() ([]Zone, error) {
 			return nil, fmt.Errorf("dnsd.zones: zone %q listed twice", n)
 		}
 		seen[n] = true
-		out = append(out, Zone{Name: n, Prefix: strings.TrimSpace(prefix)})
+		out = append(out, Zone{Name: n, Prefix: strings.TrimSpace(prefix), SkyDNS: strings.TrimSpace(mode) == "skydns"})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("dnsd.zones: at least one zone is needed")

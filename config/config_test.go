@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("defaults not taken from config.yaml: %+v", c)
 	}
 	zones, err := c.Dnsd.ParsedZones()
-	if err != nil || len(zones) != 4 || zones[0] != (Zone{"cluster.local", "/skydns"}) {
+	if err != nil || len(zones) != 4 || zones[0] != (Zone{Name: "cluster.local", Prefix: "/skydns"}) {
 		t.Errorf("zones = %v, %v", zones, err)
 	}
 }
@@ -267,5 +268,27 @@ func TestStubAPISettings(t *testing.T) {
 	}
 	if _, err = load(t, append(files, "--publisher.stub-api-listen", "nowhere"), all()...); err == nil || !strings.Contains(err.Error(), "publisher.stub-api-listen") {
 		t.Errorf("a bad address: %v", err)
+	}
+}
+
+// A ":skydns" after a zone's prefix serves it as CoreDNS's etcd plugin
+// does; the older forms keep their meaning and a mode nobody knows is an
+// error, not a silent default.
+func TestZoneModes(t *testing.T) {
+	d := Dnsd{Zones: []string{"cluster.local=/skydns", "example.org=/skydns:skydns", "in-addr.arpa", "example.net=/ext:etcdns"}}
+	zones, err := d.ParsedZones()
+	want := []Zone{
+		{Name: "cluster.local", Prefix: "/skydns"},
+		{Name: "example.org", Prefix: "/skydns", SkyDNS: true},
+		{Name: "in-addr.arpa", Prefix: "/skydns"},
+		{Name: "example.net", Prefix: "/ext"},
+	}
+	if err != nil || !slices.Equal(zones, want) {
+		t.Errorf("zones = %+v, %v; want %+v", zones, err, want)
+	}
+	for _, bad := range []string{"example.org=/skydns:coredns", "example.org=/a/b:skydns"} {
+		if _, err := (Dnsd{Zones: []string{bad}}).ParsedZones(); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
 	}
 }

@@ -259,6 +259,7 @@ func writeMatrix(t *testing.T, path string, rows []string) {
 	for _, r := range rows {
 		b.WriteString(r + "\n")
 	}
+	b.WriteString(skydnsCompat)
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}

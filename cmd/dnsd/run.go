@@ -39,6 +39,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 	zones := make([]snap.Config, len(parsed))
 	for i, z := range parsed {
 		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL, Cluster: cfg.Cluster.ID}
+		if z.SkyDNS {
+			// CoreDNS's etcd plugin gives values without a ttl 300
+			// seconds; a drop-in keeps what its clients cached.
+			zones[i].TTL, zones[i].SkyDNS = skydnsTTL, true
+		}
 	}
 	cli, err := etcdclient.Dial(ctx, cfg.Etcd, log)
 	if err != nil {
@@ -143,6 +148,10 @@ func run(ctx context.Context, cfg *config.Config) error {
 }
 
 const resolvConf = "/etc/resolv.conf"
+
+// skydnsTTL is the TTL of a SkyDNS zone's values that carry none:
+// CoreDNS's etcd plugin default.
+const skydnsTTL = 300
 
 // forwarder builds the ClusterFirst forwarder, or nil when there is no
 // upstream to forward to: then dnsd stays authoritative-only, as with

@@ -137,6 +137,9 @@ func AnswerTracked(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Cli
 		m.Rcode = dns.RcodeRefused // zone transfers are not offered
 		return m, false
 	}
+	if z.SkyDNS {
+		return answerSkyDNS(m, s, z, q, o, rd), false
+	}
 	r := resolver{s: s, z: z, o: o, rot: rot, client: c, opt: opt, reads: rd}
 	r.resolve(name, dns.Fqdn(q.Name), q.Qtype)
 	return r.reply(m)

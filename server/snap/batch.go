@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/server/skydns"
 )
 
 // Batch derives a new zone from an old one. The old zone is never touched:
@@ -26,6 +28,8 @@ type Batch struct {
 
 	stubsCopied bool            // the stub table is this batch's own
 	stubCopied  map[string]bool // so are these domains' entries
+
+	skyBatch *skydns.Batch // a SkyDNS zone's changes (skydns.go)
 }
 
 // Edit starts a batch on z.
@@ -166,6 +170,7 @@ func (b *Batch) Done(serial uint32) *Zone {
 	if b.copied != nil && len(b.z.names)*leafSize < shardsFor(b.z.Records) {
 		b.split()
 	}
+	b.doneSkyDNS()
 	b.z.Serial = serial
 	z := b.z
 	b.z, b.touched = nil, nil // a batch is used once

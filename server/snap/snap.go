@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/server/skydns"
 )
 
 // Snapshot is every served zone at one etcd revision.
@@ -45,6 +46,12 @@ func Build(zones []Config, rev int64, kvs []KV) (*Snapshot, []error) {
 		b := z.Edit()
 		for _, kv := range kvs {
 			if !strings.HasPrefix(kv.Key, z.Range) {
+				continue
+			}
+			if c.SkyDNS {
+				if err := b.PutSkyDNS(kv.Key, kv.Value); err != nil {
+					errs = append(errs, err)
+				}
 				continue
 			}
 			if z.IsStubKey(kv.Key) {
@@ -88,6 +95,9 @@ type Config struct {
 	// address reaches its own cluster's backends when there are any
 	// (spec 003). Empty: one group, in key order.
 	Cluster string
+	// SkyDNS serves the zone as CoreDNS's etcd plugin does (subtree
+	// answers, types inferred from values): see package skydns.
+	SkyDNS bool
 }
 
 // A zone's names are split into shards, each its own table, so a batch
@@ -154,6 +164,8 @@ type Zone struct {
 	stubRange  string           // Range + dns/stub/: nameservers, not records
 	stubs      map[string]*Stub // by domain
 	stubsBatch uint32           // the batch that last copied stubs, for SameStubs
+
+	Sky *skydns.Tree // the values of a SkyDNS zone; nil: none yet, or not one
 
 	line *lineage
 }

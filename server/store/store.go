@@ -259,6 +259,16 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 // put applies one stored value; a malformed one removes what the key held
 // before, so a broken write never leaves a stale record behind.
 func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
+	if z.SkyDNS {
+		// In a SkyDNS zone every key is data, dns/stub/ included, as
+		// CoreDNS's etcd plugin reads it.
+		if err := b.PutSkyDNS(key, value); err != nil {
+			s.skip(z, key, "", value, err)
+		} else {
+			s.forget(key)
+		}
+		return
+	}
 	if z.IsStubKey(key) {
 		if domain, err := b.PutStub(key, value); err != nil {
 			s.skip(z, key, domain, value, err)
@@ -430,6 +440,10 @@ func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) (next *snap.
 				continue
 			}
 			s.forget(key)
+			if z.SkyDNS {
+				batches[i].DeleteSkyDNS(key)
+				continue
+			}
 			if z.IsStubKey(key) {
 				batches[i].DeleteStub(key)
 				continue

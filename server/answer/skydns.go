@@ -1,0 +1,56 @@
+package answer
+
+import (
+	"strings"
+
+	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/server/skydns"
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// answerSkyDNS answers a question of a SkyDNS zone (snap.Config.SkyDNS)
+// as CoreDNS's etcd plugin does; package skydns holds the rules.
+//
+// The answer reads a subtree, not nodes Reads can follow, so it is marked
+// untracked: a cache keeps it for the snapshot it was built in and drops
+// it at the next change, never serving it stale.
+func answerSkyDNS(m *dns.Msg, s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, rd *Reads) *dns.Msg {
+	rd.untrack()
+	r := askSkyDNS(s, z, q, o, 0)
+	m.Authoritative = true
+	m.Rcode = r.Rcode
+	m.Answer = r.Answer
+	m.Ns = r.Ns
+	m.Extra = append(r.Extra, m.Extra...)
+	return m
+}
+
+// askSkyDNS answers q from z. Names outside z are asked of the snapshot,
+// as the plugin asks its own server: another zone dnsd serves answers
+// them, and a name in none gets no records (the plugin's server REFUSES
+// it, and the plugin keeps the CNAME). depth bounds CNAMEs that go from
+// zone to zone and back.
+func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, depth int) skydns.Result {
+	sz := skydns.Zone{
+		Name: dns.Fqdn(z.Name), Prefix: z.Prefix, TTL: z.TTL, Serial: z.Serial,
+		Mname: o.SOA.Mname, Rname: o.SOA.Rname,
+	}
+	up := func(name string, qtype uint16) ([]dns.RR, bool) {
+		if depth >= maxChase {
+			return nil, false
+		}
+		canon := strings.ToLower(strings.TrimSuffix(name, "."))
+		other := s.Zone(canon)
+		switch {
+		case other == nil:
+			return nil, true
+		case other.SkyDNS:
+			return askSkyDNS(s, other, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, o, depth+1).Answer, true
+		}
+		r := resolver{s: s, z: other, o: o}
+		r.resolve(canon, dns.Fqdn(name), qtype)
+		return r.answer, true
+	}
+	return skydns.Answer(z.Sky, &sz, q, up)
+}

@@ -1,0 +1,253 @@
+package skydns
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+// tree builds a tree from name -> JSON value, keys under /skydns.
+func tree(t *testing.T, vals map[string]string) *Tree {
+	t.Helper()
+	b := (*Tree)(nil).Edit()
+	for name, v := range vals {
+		l := dns.SplitDomainName(name)
+		slices.Reverse(l)
+		if err := b.Put("/skydns/"+strings.Join(l, "/"), []byte(v)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	return b.Done()
+}
+
+var testZone = &Zone{Name: "example.org.", Prefix: "/skydns", TTL: 300, Serial: 7, Mname: "ns.dns", Rname: "hostmaster"}
+
+func answer(tr *Tree, name string, qtype uint16) Result {
+	return Answer(tr, testZone, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, nil)
+}
+
+func strs(rrs []dns.RR) []string {
+	var out []string
+	for _, rr := range rrs {
+		out = append(out, rr.String())
+	}
+	return out
+}
+
+func expect(t *testing.T, what string, got []dns.RR, want ...string) {
+	t.Helper()
+	g := strs(got)
+	var w []string
+	for _, s := range want {
+		rr, err := dns.NewRR(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = append(w, rr.String())
+	}
+	if !slices.Equal(g, w) {
+		t.Errorf("%s:\n got %q\nwant %q", what, g, w)
+	}
+}
+
+// What external-dns's coredns provider writes with its TXT registry up to
+// v0.17: one key per target under a random leaf, targetstrip 1, and the
+// owner text merged into the same value.
+func TestExternalDNSValues(t *testing.T) {
+	tr := tree(t, map[string]string{
+		"1a2b3c4d.web.example.org.":   `{"host":"10.0.0.1","text":"\"heritage=external-dns,external-dns/owner=default\"","targetstrip":1,"ttl":60}`,
+		"5e6f7a8b.web.example.org.":   `{"host":"10.0.0.2","text":"\"heritage=external-dns,external-dns/owner=default\"","targetstrip":1,"ttl":60}`,
+		"0badc0de.alias.example.org.": `{"host":"web.example.net","text":"\"heritage=external-dns\"","targetstrip":1}`,
+	})
+	r := answer(tr, "web.example.org.", dns.TypeA)
+	expect(t, "A", r.Answer, "web.example.org. 60 IN A 10.0.0.1", "web.example.org. 60 IN A 10.0.0.2")
+	// An address host makes the value an A record, text or not: the
+	// merged owner text is never served as TXT (CoreDNS's HostType).
+	if r = answer(tr, "web.example.org.", dns.TypeTXT); len(r.Answer) != 0 || r.Rcode != dns.RcodeSuccess {
+		t.Errorf("TXT of address values with text: %+v", r)
+	}
+	// A name host with text is a TXT value, never a CNAME: CoreDNS
+	// answers the A question with NODATA, and the CNAME question (exact
+	// key) with NXDOMAIN, since the value sits under a leaf.
+	r = answer(tr, "alias.example.org.", dns.TypeA)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 || len(r.Ns) != 1 {
+		t.Errorf("A of a name host with text: %+v", r)
+	}
+	if r = answer(tr, "alias.example.org.", dns.TypeCNAME); r.Rcode != dns.RcodeNameError {
+		t.Errorf("CNAME under a leaf: rcode %d, want NXDOMAIN", r.Rcode)
+	}
+	// SRV from an address: the target is the key's name less one label.
+	r = answer(tr, "web.example.org.", dns.TypeSRV)
+	expect(t, "SRV", r.Answer, "web.example.org. 60 IN SRV 10 50 0 web.example.org.")
+	expect(t, "SRV glue", r.Extra, "web.example.org. 60 IN A 10.0.0.1", "web.example.org. 60 IN A 10.0.0.2")
+}
+
+func TestOwnKeyAndChildren(t *testing.T) {
+	tr := tree(t, map[string]string{
+		"www.example.org.":      `{"host":"10.0.0.9"}`,
+		"api.example.org.":      `{"host":"10.0.0.1"}`,
+		"x1.api.example.org.":   `{"host":"10.0.0.2"}`,
+		"x2.api.example.org.":   `{"host":"10.0.0.3"}`,
+		"_tcp.web.example.org.": `{"host":"web.example.org","port":80}`,
+		"web.example.org.":      `{"host":"10.0.0.4"}`,
+	})
+	// A value at the name's own key answers when nothing is below it.
+	expect(t, "own key", answer(tr, "www.example.org.", dns.TypeA).Answer, "www.example.org. 300 IN A 10.0.0.9")
+	// With children, only the children answer: the own key is not read.
+	expect(t, "children", answer(tr, "api.example.org.", dns.TypeA).Answer,
+		"api.example.org. 300 IN A 10.0.0.2", "api.example.org. 300 IN A 10.0.0.3")
+	// A child whose host is the name itself would loop: left out, so the
+	// name has no A records of its own beneath it: NODATA.
+	if r := answer(tr, "web.example.org.", dns.TypeA); len(r.Answer) != 0 || r.Rcode != dns.RcodeSuccess {
+		t.Errorf("looping child: %+v", r)
+	}
+}
+
+func TestSRVWeights(t *testing.T) {
+	tr := tree(t, map[string]string{
+		"a.svc.example.org.": `{"host":"a.example.net","port":80,"weight":10}`,
+		"b.svc.example.org.": `{"host":"b.example.net","port":80,"weight":30}`,
+		"c.svc.example.org.": `{"host":"c.example.net","port":80,"priority":20}`,
+		"d.svc.example.org.": `{"host":"d.example.net","port":-1}`,
+	})
+	// Priority 0 is read as 10; weights become percentages within a
+	// priority; d counts in its priority's total but, with port -1, is
+	// not served.
+	expect(t, "SRV", answer(tr, "svc.example.org.", dns.TypeSRV).Answer,
+		"svc.example.org. 300 IN SRV 10 7 80 a.example.net.",
+		"svc.example.org. 300 IN SRV 10 21 80 b.example.net.",
+		"svc.example.org. 300 IN SRV 20 100 80 c.example.net.")
+}
+
+// CoreDNS follows at most 8 CNAMEs in a zone; a longer chain answers
+// nothing at all.
+func TestCNAMEChainLimit(t *testing.T) {
+	for _, n := range []int{8, 9} {
+		vals := map[string]string{}
+		for i := range n {
+			vals["c"+itoa(i)+".example.org."] = `{"host":"c` + itoa(i+1) + `.example.org"}`
+		}
+		vals["c"+itoa(n)+".example.org."] = `{"host":"10.0.0.1"}`
+		r := answer(tree(t, vals), "c0.example.org.", dns.TypeA)
+		if n == 8 && len(r.Answer) != 9 || n == 9 && len(r.Answer) != 0 {
+			t.Errorf("chain of %d: %d records", n, len(r.Answer))
+		}
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+func TestSOAAndTTL(t *testing.T) {
+	tr := tree(t, map[string]string{"a.example.org.": `{"host":"10.0.0.1","ttl":5}`})
+	expect(t, "ttl", answer(tr, "a.example.org.", dns.TypeA).Answer, "a.example.org. 5 IN A 10.0.0.1")
+	r := answer(tr, "nope.example.org.", dns.TypeA)
+	expect(t, "NXDOMAIN SOA", r.Ns, "example.org. 30 IN SOA ns.dns.example.org. hostmaster.example.org. 7 7200 1800 86400 30")
+	// The SOA question of any name is the zone's SOA, as in CoreDNS.
+	expect(t, "SOA", answer(tr, "a.example.org.", dns.TypeSOA).Answer,
+		"example.org. 30 IN SOA ns.dns.example.org. hostmaster.example.org. 7 7200 1800 86400 30")
+}
+
+// A name value under ns.dns is an error in CoreDNS: SERVFAIL.
+func TestNSNameIsServfail(t *testing.T) {
+	tr := tree(t, map[string]string{"a.ns.dns.example.org.": `{"host":"ns1.example.net"}`})
+	if r := answer(tr, "example.org.", dns.TypeNS); r.Rcode != dns.RcodeServerFailure {
+		t.Errorf("rcode %d, want SERVFAIL", r.Rcode)
+	}
+}
+
+// From msg/service_test.go: TestSplit255, made exact.
+func TestSplit255(t *testing.T) {
+	for _, c := range []struct {
+		n    int
+		want []int
+	}{{3, []int{3}}, {254, []int{254}}, {255, []int{255, 0}}, {256, []int{255, 1}}, {511, []int{255, 255, 1}}} {
+		var got []int
+		for _, s := range split255(strings.Repeat("a", c.n)) {
+			got = append(got, len(s))
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%d: %v, want %v", c.n, got, c.want)
+		}
+	}
+}
+
+// From msg/service_test.go: TestGroup, every set with its expected count
+// (and the first set's kept key).
+func TestGroup(t *testing.T) {
+	s := func(host, group, key string) svc {
+		return svc{Item: Item{Key: key, Service: Service{Host: host, Group: group}}}
+	}
+	for i, c := range []struct {
+		in   []svc
+		want int
+	}{
+		{[]svc{s("127.0.0.1", "g1", "b/sub/dom1/skydns/test"), s("127.0.0.2", "g2", "a/dom1/skydns/test")}, 1},
+		{[]svc{s("server1", "g1", "region1/skydns/test"), s("server2", "g2", "region1/skydns/test")}, 2},
+		{[]svc{s("server1", "g1", "a/dom/region1/skydns/test"), s("server2", "g2", "a/subdom/dom/region1/skydns/test")}, 1},
+		{[]svc{s("server1", "g1", "a/dom/region1/skydns/test"), s("server2", "g2", "a/subdom/dom/region1/skydns/test"), s("server2", "", "b/subdom/dom/region1/skydns/test")}, 2},
+		{[]svc{s("server1", "g1", "a/dom/region1/skydns/test"), s("server1", "", "b/dom/region1/skydns/test"), s("server2", "g2", "a/subdom/dom/region1/skydns/test")}, 2},
+		{[]svc{s("server1", "g5", "a/dom/region1/skydns/test"), s("server1", "", "b/dom/region1/skydns/test"), s("server2", "g5", "a/subdom/dom/region1/skydns/test")}, 3},
+		{[]svc{s("server1", "g6", "a/dom/region1/skydns/test")}, 1},
+		{[]svc{s("server1", "", "a/dom/region1/skydns/test")}, 1},
+	} {
+		got := group(c.in)
+		if len(got) != c.want {
+			t.Errorf("set %d: %d kept, want %d: %v", i, len(got), c.want, got)
+		}
+		if i == 0 && len(got) == 1 && got[0].Key != "a/dom1/skydns/test" {
+			t.Errorf("set 0 kept %s", got[0].Key)
+		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	for _, bad := range []string{``, `null`, `[]`, `"x"`, `{"host":1}`, `{"port":"80"}`, `{"ttl":-1}`, `{`} {
+		if _, err := Decode([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	s, err := Decode([]byte(` {"Host":"10.0.0.1","owner":"x","unknown":[1]} `))
+	if err != nil || s.Host != "10.0.0.1" {
+		t.Errorf("field names match as encoding/json does, unknown ones are ignored: %+v, %v", s, err)
+	}
+}
+
+// A batch never changes the tree it started from: queries may be reading it.
+func TestTreeCopyOnWrite(t *testing.T) {
+	old := tree(t, map[string]string{"a.example.org.": `{"host":"10.0.0.1"}`, "b.example.org.": `{"host":"10.0.0.2"}`})
+	b := old.Edit()
+	b.Delete("/skydns/org/example/a")
+	if err := b.Put("/skydns/org/example/b", []byte(`{"host":"10.0.0.3"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put("/skydns/org/example/c", []byte(`not json`)); err == nil {
+		t.Fatal("malformed value accepted")
+	}
+	next := b.Done()
+	expect(t, "old", answer(old, "example.org.", dns.TypeA).Answer, "example.org. 300 IN A 10.0.0.1", "example.org. 300 IN A 10.0.0.2")
+	expect(t, "new", answer(next, "example.org.", dns.TypeA).Answer, "example.org. 300 IN A 10.0.0.3")
+	if next.Len() != 1 {
+		t.Errorf("new tree holds %d values, want 1", next.Len())
+	}
+}
+
+// FuzzDecodeAnswer: whatever a value holds, decoding and answering from
+// it never panics.
+func FuzzDecodeAnswer(f *testing.F) {
+	for _, s := range []string{`{"host":"10.0.0.1"}`, `{"host":"a.example.org","port":-1,"targetstrip":9}`,
+		`{"text":"` + strings.Repeat("x", 300) + `"}`, `{"host":"::1","mail":true,"weight":-100}`, `{"host":"*.example.org","group":"g"}`} {
+		f.Add([]byte(s), "a.example.org.", uint16(dns.TypeSRV))
+	}
+	f.Fuzz(func(t *testing.T, value []byte, qname string, qtype uint16) {
+		if _, ok := dns.IsDomainName(qname); !ok {
+			return
+		}
+		b := (*Tree)(nil).Edit()
+		_ = b.Put("/skydns/org/example/a", value)
+		_ = b.Put("/skydns/org/example/a/b", value)
+		tr := b.Done()
+		Answer(tr, testZone, dns.Question{Name: dns.Fqdn(qname), Qtype: qtype, Qclass: dns.ClassINET}, nil)
+	})
+}
