@@ -4,12 +4,14 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 
@@ -178,4 +180,81 @@ func TestGRPCProxy(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGRPCProxyRequireLeader shows what the proxy does to a client's
+// WithRequireLeader (docs/fleet.md): a two-member etcd loses its quorum
+// when one member is killed, and the survivor cancels the require-leader
+// watch of a client connected straight to it with "no leader". The same
+// watch through a grpc-proxy in front of the survivor is not cancelled:
+// the proxy looks for the flag where a networked client does not put it.
+func TestGRPCProxyRequireLeader(t *testing.T) {
+	etcd := harness.Tool(t, "etcd")
+	type member struct{ name, client, peer string }
+	ms := make([]member, 2)
+	var cluster []string
+	for i := range ms {
+		ms[i] = member{fmt.Sprintf("m%d", i), fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)), fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))}
+		cluster = append(cluster, ms[i].name+"="+ms[i].peer)
+	}
+	procs := make([]*harness.Process, 2)
+	for i, m := range ms {
+		args := []string{
+			"--name=" + m.name, "--data-dir=" + t.TempDir(),
+			"--listen-client-urls=" + m.client, "--advertise-client-urls=" + m.client,
+			"--listen-peer-urls=" + m.peer, "--initial-advertise-peer-urls=" + m.peer,
+			"--initial-cluster=" + strings.Join(cluster, ","),
+		}
+		var ready func() error
+		if i == 1 { // the first cannot be healthy before the second is up
+			ready = func() error { return harness.HTTPOK(m.client + "/health") }
+		}
+		procs[i] = harness.StartProcess(t, etcd, args, nil, ready)
+	}
+	waitFor(t, 30*time.Second, func() error { return harness.HTTPOK(ms[0].client + "/health") })
+	proxy := harness.StartGRPCProxy(t, ms[0].client)
+	direct, err := clientv3.New(clientv3.Config{Endpoints: []string{ms[0].client}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	proxied := proxy.Client(t)
+
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	defer cancel()
+	wd := direct.Watch(ctx, "/k")
+	wp := proxied.Watch(ctx, "/k")
+	if _, err := direct.Put(context.Background(), "/k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for name, wch := range map[string]clientv3.WatchChan{"direct": wd, "through the proxy": wp} {
+		select {
+		case wr := <-wch:
+			if len(wr.Events) != 1 {
+				t.Fatalf("%s: %v %v", name, wr.Err(), wr.Events)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no event", name)
+		}
+	}
+
+	procs[1].Kill()
+	lost := time.Now()
+	select {
+	case wr := <-wd:
+		if !errors.Is(wr.Err(), rpctypes.ErrNoLeader) {
+			t.Fatalf("direct: %v %v, want %v", wr.Err(), wr.Events, rpctypes.ErrNoLeader)
+		}
+		t.Logf("direct: %v after %v", wr.Err(), time.Since(lost).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatal("direct: the watch was not cancelled 15s after the quorum was lost")
+	}
+	// The survivor has known it has no leader for a while now; give the
+	// proxy as long again.
+	select {
+	case wr, ok := <-wp:
+		t.Fatalf("through the proxy: the watch ended (%v, open %v) %v after the quorum was lost: docs/fleet.md says it does not", wr.Err(), ok, time.Since(lost).Round(time.Millisecond))
+	case <-time.After(time.Since(lost) + 5*time.Second):
+		t.Logf("through the proxy: the require-leader watch is still open %v after the quorum was lost", time.Since(lost).Round(time.Millisecond))
+	}
 }
