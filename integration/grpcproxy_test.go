@@ -1,0 +1,260 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/keys"
+)
+
+// TestGRPCProxy is issue 18 item 2: dnsd frontends behind etcd's gRPC proxy
+// (etcd grpc-proxy start) in front of one etcd member. They load, follow
+// changes, get progress notifications and relist after a compaction they
+// missed, while etcd carries one watch per prefix for all of them. The
+// proxy behaviours dnsd does not use today but a change of dnsd might
+// (RequestProgress, serializable reads) are pinned too: docs/fleet.md
+// explains each.
+func TestGRPCProxy(t *testing.T) {
+	// Progress notifications every 500ms instead of etcd's default of ten
+	// minutes, so that the test can see one pass the proxy.
+	etcd := harness.StartEtcd(t, harness.WithEtcdArgs("--experimental-watch-progress-notify-interval=500ms"))
+	cli := etcd.Client(t)
+	proxy := harness.StartGRPCProxy(t, etcd.Endpoint)
+	pc := proxy.Client(t)
+	b := faultBuilder(t)
+	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
+	svc := func(name, ip string) []keys.Record {
+		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
+	}
+	recs := []keys.Record{b.Version()}
+	recs = append(recs, svc("kubernetes", "10.96.0.1")...)
+	recs = append(recs, svc("gone", "10.96.1.20")...)
+	dnsdPut(t, cli, recs)
+	a := func(name, ip string) check {
+		q := name + ".default.svc.cluster.local."
+		return check{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}
+	}
+	nx := func(name string) check {
+		return check{qname: name + ".default.svc.cluster.local.", qtype: dns.TypeA, rcode: dns.RcodeNameError}
+	}
+	etcdWatchers := func() float64 { return faultMetric(t, etcd.Endpoint, "etcd_debugging_mvcc_watcher_total") }
+	answerAll := func(ds []*dnsdInstance, d time.Duration, cs ...check) {
+		t.Helper()
+		for _, fe := range ds {
+			waitFor(t, d, func() error { return faultAnswers(fe.Addr, cs) })
+		}
+	}
+
+	// etcd's watchers before any frontend: the proxy's own leader watch.
+	before := etcdWatchers()
+	var ds []*dnsdInstance
+	var after []float64
+	for range 3 {
+		ds = append(ds, faultDnsd(t, proxy.Endpoint))
+		answerAll(ds[len(ds)-1:], 5*time.Second, a("kubernetes", "10.96.0.1"), a("gone", "10.96.1.20"), nx("fresh"))
+		// dnsd is ready once loaded; its watch follows at once.
+		time.Sleep(500 * time.Millisecond)
+		after = append(after, etcdWatchers())
+	}
+	t.Logf("etcd's watchers: %v before the frontends, %v with 1, 2 and 3 behind the proxy", before, after)
+	if after[0] <= before || after[1] != after[0] || after[2] != after[0] {
+		t.Errorf("etcd's watchers %v before, %v with 1, 2, 3 frontends: want more with the first and no more with the others", before, after)
+	}
+	if n := faultMetric(t, proxy.Endpoint+"/proxy", "etcd_grpc_proxy_watchers_coalescing_total"); n < 2 {
+		t.Errorf("the proxy coalesces %v watchers, want at least 2 (the second and third frontends')", n)
+	}
+
+	t.Run("follows a change", func(t *testing.T) {
+		faultChange(t, cli, nil, svc("fresh", "10.96.1.30"))
+		answerAll(ds, 5*time.Second, a("fresh", "10.96.1.30"))
+	})
+
+	t.Run("progress notifications pass the proxy", func(t *testing.T) {
+		// A write outside dnsd's prefixes sends it no event; only a
+		// progress notification can move its revision there.
+		r, err := cli.Put(context.Background(), "/elsewhere/a", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fe := range ds {
+			waitFor(t, 5*time.Second, func() error {
+				if got := faultMetric(t, fe.Metrics, "etcdns_dnsd_etcd_revision"); got < float64(r.Header.Revision) {
+					return fmt.Errorf("dnsd at revision %v, etcd at %d", got, r.Header.Revision)
+				}
+				return nil
+			})
+		}
+	})
+
+	t.Run("RequestProgress is not answered through the proxy", func(t *testing.T) {
+		got := func(c *clientv3.Client) bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			wch := c.Watch(ctx, "/elsewhere/", clientv3.WithPrefix())
+			// An event first, so that the watch stream is up before the
+			// request (clientv3 drops a request without a stream).
+			if _, err := cli.Put(ctx, "/elsewhere/b", "1"); err != nil {
+				t.Fatal(err)
+			}
+			if wr := <-wch; len(wr.Events) != 1 {
+				t.Fatalf("watch: %v %v", wr.Err(), wr.Events)
+			}
+			if err := c.RequestProgress(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case wr := <-wch:
+				return wr.IsProgressNotify()
+			case <-time.After(2 * time.Second):
+				return false
+			}
+		}
+		if !got(cli) {
+			t.Fatal("etcd itself did not answer RequestProgress within 2s")
+		}
+		if got(pc) {
+			t.Fatal("the proxy answered RequestProgress: docs/fleet.md says it does not")
+		}
+		if log := faultLog(t, proxy.Process); !strings.Contains(log, "not supported request type by gRPC proxy") {
+			t.Errorf("the proxy's log does not show it dropping the request")
+		}
+	})
+
+	t.Run("serializable reads come from the proxy's cache", func(t *testing.T) {
+		ctx := context.Background()
+		get := func(opts ...clientv3.OpOption) *clientv3.GetResponse {
+			r, err := pc.Get(ctx, "/elsewhere/", append(opts, clientv3.WithPrefix())...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		first := get(clientv3.WithSerializable())
+		if _, err := cli.Put(ctx, "/elsewhere/c", "1"); err != nil {
+			t.Fatal(err)
+		}
+		stale := get(clientv3.WithSerializable())
+		fresh := get()
+		t.Logf("through the proxy after a write straight to etcd: serializable %d keys at revision %d, linearizable %d keys at %d",
+			stale.Count, stale.Header.Revision, fresh.Count, fresh.Header.Revision)
+		if stale.Header.Revision != first.Header.Revision || stale.Count != first.Count || fresh.Count != first.Count+1 {
+			t.Errorf("serializable %d keys at %d, before the write %d at %d, linearizable %d: want the serializable read served stale from the cache",
+				stale.Count, stale.Header.Revision, first.Count, first.Header.Revision, fresh.Count)
+		}
+	})
+
+	t.Run("relists after a compaction it missed", func(t *testing.T) {
+		restarts := make([]float64, len(ds))
+		for i, fe := range ds {
+			restarts[i] = faultMetric(t, fe.Metrics, "etcdns_dnsd_watch_restarts_total")
+		}
+		// The proxy down: the frontends keep answering from their
+		// snapshot while etcd changes and compacts past them.
+		proxy.Stop()
+		faultChange(t, cli, svc("gone", "10.96.1.20"), nil)
+		faultChange(t, cli, nil, svc("late", "10.96.1.40"))
+		rev := etcd.Compact(t)
+		answerAll(ds, time.Second, a("gone", "10.96.1.20"), nx("late"))
+		proxy.Start()
+		back := time.Now()
+		answerAll(ds, 30*time.Second, nx("gone"), a("late", "10.96.1.40"), a("fresh", "10.96.1.30"), a("kubernetes", "10.96.0.1"))
+		t.Logf("etcd compacted at %d; every frontend answers the changes %v after the proxy is back", rev, time.Since(back).Round(time.Millisecond))
+		for i, fe := range ds {
+			if n := faultMetric(t, fe.Metrics, "etcdns_dnsd_watch_restarts_total"); n <= restarts[i] {
+				t.Errorf("frontend %d: watch restarts %v, %v before: it did not relist", i, n, restarts[i])
+			}
+			if log := faultLog(t, fe.Process); !strings.Contains(log, "required revision has been compacted") {
+				t.Errorf("frontend %d: its log does not show the compaction error coming through the proxy", i)
+			}
+		}
+	})
+}
+
+// TestGRPCProxyRequireLeader shows what the proxy does to a client's
+// WithRequireLeader (docs/fleet.md): a two-member etcd loses its quorum
+// when one member is killed, and the survivor cancels the require-leader
+// watch of a client connected straight to it with "no leader". The same
+// watch through a grpc-proxy in front of the survivor is not cancelled:
+// the proxy looks for the flag where a networked client does not put it.
+func TestGRPCProxyRequireLeader(t *testing.T) {
+	etcd := harness.Tool(t, "etcd")
+	type member struct{ name, client, peer string }
+	ms := make([]member, 2)
+	var cluster []string
+	for i := range ms {
+		ms[i] = member{fmt.Sprintf("m%d", i), fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)), fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))}
+		cluster = append(cluster, ms[i].name+"="+ms[i].peer)
+	}
+	procs := make([]*harness.Process, 2)
+	for i, m := range ms {
+		args := []string{
+			"--name=" + m.name, "--data-dir=" + t.TempDir(),
+			"--listen-client-urls=" + m.client, "--advertise-client-urls=" + m.client,
+			"--listen-peer-urls=" + m.peer, "--initial-advertise-peer-urls=" + m.peer,
+			"--initial-cluster=" + strings.Join(cluster, ","),
+		}
+		var ready func() error
+		if i == 1 { // the first cannot be healthy before the second is up
+			ready = func() error { return harness.HTTPOK(m.client + "/health") }
+		}
+		procs[i] = harness.StartProcess(t, etcd, args, nil, ready)
+	}
+	waitFor(t, 30*time.Second, func() error { return harness.HTTPOK(ms[0].client + "/health") })
+	proxy := harness.StartGRPCProxy(t, ms[0].client)
+	direct, err := clientv3.New(clientv3.Config{Endpoints: []string{ms[0].client}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	proxied := proxy.Client(t)
+
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	defer cancel()
+	wd := direct.Watch(ctx, "/k")
+	wp := proxied.Watch(ctx, "/k")
+	if _, err := direct.Put(context.Background(), "/k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	for name, wch := range map[string]clientv3.WatchChan{"direct": wd, "through the proxy": wp} {
+		select {
+		case wr := <-wch:
+			if len(wr.Events) != 1 {
+				t.Fatalf("%s: %v %v", name, wr.Err(), wr.Events)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no event", name)
+		}
+	}
+
+	procs[1].Kill()
+	lost := time.Now()
+	select {
+	case wr := <-wd:
+		if !errors.Is(wr.Err(), rpctypes.ErrNoLeader) {
+			t.Fatalf("direct: %v %v, want %v", wr.Err(), wr.Events, rpctypes.ErrNoLeader)
+		}
+		t.Logf("direct: %v after %v", wr.Err(), time.Since(lost).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatal("direct: the watch was not cancelled 15s after the quorum was lost")
+	}
+	// The survivor has known it has no leader for a while now; give the
+	// proxy as long again.
+	select {
+	case wr, ok := <-wp:
+		t.Fatalf("through the proxy: the watch ended (%v, open %v) %v after the quorum was lost: docs/fleet.md says it does not", wr.Err(), ok, time.Since(lost).Round(time.Millisecond))
+	case <-time.After(time.Since(lost) + 5*time.Second):
+		t.Logf("through the proxy: the require-leader watch is still open %v after the quorum was lost", time.Since(lost).Round(time.Millisecond))
+	}
+}
