@@ -69,10 +69,10 @@ func fieldTypes() map[string]Type {
 				out[key] = TypeUint16
 			case f.Type.Kind() == reflect.Uint32:
 				out[key] = TypeUint32
-			case f.Type.Kind() == reflect.String:
-				out[key] = TypeString
 			default:
-				panic(fmt.Sprintf("config: %s: field type %s has no flag type", key, f.Type))
+				// Strings, and any type without a flag of its own: a
+				// string flag, decoded into the field as before.
+				out[key] = TypeString
 			}
 		}
 	}
