@@ -162,6 +162,17 @@ func TestMonitoringMetricsExist(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("alerts or panels name metrics neither dnsd nor the publisher exports: %v", missing)
 	}
+	// CoreDNS's names, for the dashboards and alerts operators already
+	// have (server/metrics.go).
+	for n, typ := range map[string]string{
+		"coredns_dns_requests_total":           "counter",
+		"coredns_dns_responses_total":          "counter",
+		"coredns_dns_request_duration_seconds": "histogram",
+	} {
+		if exposed[n] != typ {
+			t.Errorf("dnsd exports %s as %q; want a %s", n, exposed[n], typ)
+		}
+	}
 	if len(named) < 15 {
 		t.Errorf("only %d metrics named; the pattern is off", len(named))
 	}
