@@ -5,7 +5,7 @@ TOOLS   := .cache/tools/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/etcdns/etcdns.Version=$(VERSION)
 
-.PHONY: run test build tools vet unit integration compat fuzz bench clean
+.PHONY: run test build tools vet unit integration compat docs fuzz bench clean
 
 ## run: build both programs and serve examples/ on 127.0.0.1:1053 (Ctrl-C stops)
 run: build
@@ -37,6 +37,10 @@ integration:
 ## compat: regenerate docs/compatibility.md (dnsd and CoreDNS's etcd plugin on the same keys)
 compat: tools
 	$(GO) test -count=1 -tags integration -run '^TestEndToEnd$$' ./integration/ -args -compat=$(CURDIR)/docs/compatibility.md
+
+## docs: regenerate docs/configuration.md from config.yaml and config/config.go (after adding a setting)
+docs:
+	$(GO) generate ./config
 
 ## fuzz: each fuzz target for FUZZTIME (default 5m), one after another; seeds in <pkg>/testdata/fuzz.
 ## FUZZFLAGS adds go test flags: FUZZFLAGS=-parallel=1 leaves a shared machine some room.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -246,17 +247,52 @@ func NewLoader(fs *pflag.FlagSet, sections ...string) *Loader {
 		if !l.uses(s.Key) {
 			continue
 		}
-		switch s.Kind {
-		case KindList:
-			fs.StringSlice(s.Key, s.List, s.Comment)
-		case KindBool:
-			fs.Bool(s.Key, s.Default == "true", s.Comment)
-		default:
-			fs.String(s.Key, s.Default, s.Comment)
-		}
+		addFlag(fs, s)
 		_ = l.v.BindPFlag(s.Key, fs.Lookup(s.Key))
 	}
 	return l
+}
+
+// addFlag registers a setting's flag with its field's type, so --help
+// shows int, duration or bool and a malformed value fails at parsing,
+// naming the flag. Defaults are config.yaml's, compiled in: a default that
+// does not parse as its type is a bug a test catches, hence the panic.
+func addFlag(fs *pflag.FlagSet, s Setting) {
+	bad := func(err error) {
+		panic(fmt.Sprintf("config.yaml: %s: default %q: %v", s.Key, s.Default, err))
+	}
+	switch s.Type {
+	case TypeList:
+		fs.StringSlice(s.Key, s.List, s.Comment)
+	case TypeBool:
+		fs.Bool(s.Key, s.Default == "true", s.Comment)
+	case TypeDuration:
+		d, err := time.ParseDuration(s.Default)
+		if err != nil {
+			bad(err)
+		}
+		fs.Duration(s.Key, d, s.Comment)
+	case TypeInt:
+		n, err := strconv.Atoi(s.Default)
+		if err != nil {
+			bad(err)
+		}
+		fs.Int(s.Key, n, s.Comment)
+	case TypeUint16:
+		n, err := strconv.ParseUint(s.Default, 10, 16)
+		if err != nil {
+			bad(err)
+		}
+		fs.Uint16(s.Key, uint16(n), s.Comment)
+	case TypeUint32:
+		n, err := strconv.ParseUint(s.Default, 10, 32)
+		if err != nil {
+			bad(err)
+		}
+		fs.Uint32(s.Key, uint32(n), s.Comment)
+	default:
+		fs.String(s.Key, s.Default, s.Comment)
+	}
 }
 
 // Alias lets a short flag name stand for a setting's full one, such as

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,8 +16,10 @@ func load(t *testing.T, args []string, sections ...string) (*Config, error) {
 	t.Helper()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	l := NewLoader(fs, sections...)
+	// A value that does not parse as its flag's type stops the program at
+	// parsing, with an error naming the flag, as Load's errors name the key.
 	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	return l.Load()
 }
@@ -197,38 +198,66 @@ func TestProgramsSeeOnlyTheirSettings(t *testing.T) {
 	}
 }
 
-var update = flag.Bool("update", false, "rewrite README.md's configuration table from config.yaml")
-
-// The README's configuration table is config.yaml rendered; it must not drift.
-func TestREADMETable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// docs/configuration.md is what the settings' definitions generate; it
+// must not drift (go generate ./config, or make docs, rewrites it).
+func TestConfigurationDoc(t *testing.T) {
+	got, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := MarkdownTable()
-	if *update {
-		// The table is the run of lines from its header to the first
-		// line that is not a table row.
-		lines := strings.Split(string(readme), "\n")
-		head := strings.SplitN(want, "\n", 2)[0]
-		for i, l := range lines {
-			if l != head {
-				continue
-			}
-			j := i
-			for j < len(lines) && strings.HasPrefix(lines[j], "|") {
-				j++
-			}
-			out := append(append(append([]string{}, lines[:i]...), strings.Split(strings.TrimSuffix(want, "\n"), "\n")...), lines[j:]...)
-			if err := os.WriteFile("../README.md", []byte(strings.Join(out, "\n")), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			readme, _ = os.ReadFile("../README.md")
-			break
+	if want := Reference(); string(got) != want {
+		t.Errorf("docs/configuration.md differs from config.yaml and Config; run go generate ./config (make docs)")
+	}
+}
+
+// Numbers and durations are typed in --help and parsed by their flag, so
+// a user sees "--dnsd.ttl uint32" and "--etcd.dial-timeout duration".
+func TestFlagTypes(t *testing.T) {
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	NewLoader(fs, all()...)
+	for key, want := range map[string]string{
+		"etcd.dial-timeout":          "duration",
+		"etcd.endpoints":             "strings",
+		"dnsd.ttl":                   "uint32",
+		"dnsd.tcp-max-connections":   "int",
+		"dnsd.source-cluster-option": "uint16",
+		"dnsd.rotate":                "", // a bare --dnsd.rotate is true
+		"dnsd.listen":                "string",
+		"cluster.pods":               "string",
+	} {
+		f := fs.Lookup(key)
+		if f == nil {
+			t.Errorf("no flag --%s", key)
+			continue
+		}
+		if typ, _ := pflag.UnquoteUsage(f); typ != want {
+			t.Errorf("--%s shows as %q in --help; want %q", key, typ, want)
 		}
 	}
-	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md's configuration table differs from config.yaml (go test ./config -update rewrites it); want:\n%s", want)
+	if f := fs.Lookup("etcd.dial-timeout"); f.DefValue != "5s" {
+		t.Errorf("--etcd.dial-timeout default %q; want config.yaml's 5s", f.DefValue)
+	}
+	var help strings.Builder
+	fs.SetOutput(&help)
+	fs.PrintDefaults()
+	if !strings.Contains(help.String(), "--dnsd.tcp-max-connections int") {
+		t.Errorf("--help does not show tcp-max-connections as an int:\n%s", help.String())
+	}
+}
+
+// The environment and the file still give numbers and durations as text.
+func TestTypedFromEnvironmentAndFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.yaml")
+	os.WriteFile(file, []byte("dnsd:\n  tcp-idle-timeout: 3s\n  source-cluster-option: 65100\n"), 0o644)
+	t.Setenv("ETCDNS_PUBLISHER_MAX_TXN_OPS", "64")
+	t.Setenv("ETCDNS_DNSD_SOA_EXPIRE", "600")
+	c, err := load(t, []string{"--config", file}, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dnsd.TCPIdleTimeout != 3*time.Second || c.Dnsd.SourceClusterOption != 65100 || c.Publisher.MaxTxnOps != 64 || c.Dnsd.SOAExpire != 600 {
+		t.Errorf("typed settings from file and environment: %+v %+v", c.Dnsd, c.Publisher)
 	}
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the real components the integration tests and benchmarks run
 # against (etcd, etcdctl, kube-apiserver, CoreDNS from source via the Go
-# module proxy; dnsperf, dig, kdig, knotd from apt) into .cache/tools/bin.
+# module proxy; dnsperf, dig, kdig, knotd, promtool from apt) into .cache/tools/bin.
 #
 # A fresh machine needs only Go and apt. Each component is skipped when its
 # binary already reports the pinned version, so a second run takes seconds.
@@ -182,8 +182,8 @@ component coredns "$COREDNS_VERSION" build_coredns coredns
 
 # System packages: binary -> Debian package. Versions are whatever the
 # distribution ships; the tests only need the tools to exist.
-APT_BINS=(dnsperf dig kdig knotd)
-declare -A APT_PKG=([dnsperf]=dnsperf [dig]=bind9-dnsutils [kdig]=knot-dnsutils [knotd]=knot)
+APT_BINS=(dnsperf dig kdig knotd promtool)
+declare -A APT_PKG=([dnsperf]=dnsperf [dig]=bind9-dnsutils [kdig]=knot-dnsutils [knotd]=knot [promtool]=prometheus)
 
 find_bin() { # knotd lives in /usr/sbin, which is not always on PATH
   PATH="$PATH:/usr/sbin:/sbin" command -v "$1" || true

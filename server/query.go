@@ -96,7 +96,7 @@ type cached struct {
 	// orders holds one packed response, or rotations of them for an
 	// answer that rotates, filled as queries ask for each.
 	orders  []atomic.Pointer[[]byte]
-	counter prometheus.Counter // queries_total{qtype, rcode} of this answer
+	counter *queryCell // the counts of this answer (metrics.go)
 
 	searched []prometheus.Counter // the autopath counters of the search that made it
 
@@ -349,7 +349,14 @@ type worker struct {
 	// each one's latency: the clock is read at the batch's two ends, not
 	// twice per query, which costs a cached answer a measurable share.
 	batchStart time.Time // zero: handle times each query itself
-	timed      int       // answers since batchStart, for endBatch
+	timed      []latN    // answers since batchStart per zone, for endBatch
+	pf         int       // protocol and family of the query being handled (pfOf)
+}
+
+// latN is a number of answers in one zone's latency cell.
+type latN struct {
+	l *latCell
+	n uint64
 }
 
 // startBatch and endBatch bracket a batch of queries; handle counts
@@ -358,12 +365,12 @@ type worker struct {
 func (w *worker) startBatch() { w.batchStart = time.Now() }
 
 func (w *worker) endBatch() {
-	if w.timed > 0 {
-		d := time.Since(w.batchStart).Seconds()
-		for range w.timed {
-			w.s.latency.Observe(d)
+	if len(w.timed) > 0 {
+		d := time.Since(w.batchStart)
+		for _, t := range w.timed {
+			t.l.observeN(d, t.n)
 		}
-		w.timed = 0
+		w.timed = w.timed[:0]
 	}
 }
 
@@ -376,13 +383,20 @@ func (w *worker) now() time.Time {
 	return w.batchStart
 }
 
-// observe records one answer's latency, now or at the batch's end.
-func (w *worker) observe(start time.Time) {
+// observe records one answer's latency in l, its zone's, now or at the
+// batch's end.
+func (w *worker) observe(start time.Time, l *latCell) {
 	if !w.batchStart.IsZero() {
-		w.timed++
+		for i := range w.timed {
+			if w.timed[i].l == l {
+				w.timed[i].n++
+				return
+			}
+		}
+		w.timed = append(w.timed, latN{l, 1}) // a batch's zones are few; the slice is kept
 		return
 	}
-	w.s.latency.Observe(time.Since(start).Seconds())
+	l.observeN(time.Since(start), 1)
 }
 
 // handle returns the response to one query message, or nil to stay
@@ -391,6 +405,7 @@ func (w *worker) handle(b []byte) []byte {
 	s := w.s
 	start := w.now()
 	sn := s.snapshot()
+	w.pf = pfOf(w.tcp, w.from.Addr())
 	q, fast := parseQuery(b)
 	if w.tcp {
 		q.size = dns.MaxMsgSize
@@ -421,11 +436,11 @@ func (w *worker) handle(b []byte) []byte {
 					copy(out[12:q.qend-4], b[12:q.qend-4]) // 0x20: the question as asked
 				}
 				w.out = out
-				e.counter.Inc()
+				e.counter.inc(w.pf)
 				for _, c := range e.searched {
 					c.Inc()
 				}
-				w.observe(start)
+				w.observe(start, e.counter.lat)
 				return out
 			}
 		}
@@ -470,7 +485,7 @@ func (w *worker) handle(b []byte) []byte {
 		switch {
 		case w.pc == nil:
 			m = ask()
-		case s.forwardUDP(w.pc, w.from, req, size, start, ask):
+		case s.forwardUDP(w.pc, w.from, sn, req, size, start, ask):
 			return nil
 		default:
 			// Every slot taken: the client tries again or elsewhere.
@@ -483,8 +498,8 @@ func (w *worker) handle(b []byte) []byte {
 		return nil
 	}
 	w.out = out
-	counter := s.count(req, m)
-	w.observe(start)
+	counter := s.count(sn, req, m, forwarded, w.pf)
+	w.observe(start, counter.lat)
 	if c != nil && !forwarded && !personal && !under && s.cacheable(m) && (e == nil || e.orders[order%len(e.orders)].Load() == nil) {
 		// A fresh entry, also when e exists: an eviction may have taken
 		// it from the cache since it was found.
@@ -513,7 +528,7 @@ func (w *worker) handle(b []byte) []byte {
 // when that is plain; nothing else of it, which may be junk. Built in
 // w.out, it allocates nothing.
 func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
-	var counter prometheus.Counter
+	var counter *queryCell
 	var rcode byte
 	switch v {
 	case formErr:
@@ -529,8 +544,8 @@ func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
 		out = append(out, b[12:qend]...)
 	}
 	w.out = out
-	counter.Inc()
-	w.observe(start)
+	counter.inc(w.pf)
+	w.observe(start, counter.lat)
 	return out
 }
 
@@ -540,6 +555,7 @@ func (w *worker) oversized(hdr []byte) []byte {
 	if len(hdr) < 12 || hdr[2]&0x80 != 0 {
 		return nil
 	}
+	w.pf = pfOf(w.tcp, w.from.Addr())
 	return w.reject(hdr, formErr, 0, w.now())
 }
 

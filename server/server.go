@@ -39,14 +39,13 @@ type Server struct {
 	slots      chan struct{}      // one per UDP query waiting on fwd or stubs
 	forwarding sync.WaitGroup     // those queries, for shutdown
 
-	queries    *prometheus.CounterVec
-	latency    prometheus.Histogram
+	qm         *queryMetrics // metrics.go: queries and answer times, own and CoreDNS names
 	tcpConns   prometheus.Gauge
 	tcpRefused prometheus.Counter
 
-	// queries_total of rejected messages, looked up once: a flood of junk
-	// must not cost a label lookup each.
-	formErrs, notImps prometheus.Counter
+	// The counts of rejected messages, looked up once: a flood of junk
+	// must not cost a lookup each.
+	formErrs, notImps *queryCell
 	cacheEvictions    prometheus.Counter
 	cacheKept         prometheus.Counter
 	cacheDropped      prometheus.Counter
@@ -73,14 +72,7 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 
 		TCPIdle:     defaultTCPIdle,
 		TCPMaxConns: defaultTCPMaxConns,
-		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "etcdns_dnsd_queries_total", Help: "DNS queries answered, by question type and response code.",
-		}, []string{"qtype", "rcode"}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "etcdns_dnsd_query_duration_seconds",
-			Help:    "Time from a query read to its response; the queries of one UDP batch share the batch's time, read to sent.",
-			Buckets: prometheus.ExponentialBuckets(5e-6, 2.5, 12), // 5µs .. about 1.2s
-		}),
+		qm:          newQueryMetrics(),
 	}
 	s.tcpConns = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "etcdns_dnsd_tcp_connections", Help: "DNS over TCP connections open.",
@@ -88,8 +80,8 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 	s.tcpRefused = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_tcp_refused_total", Help: "DNS over TCP connections closed at once because the server had its maximum open.",
 	})
-	s.formErrs = s.queries.WithLabelValues("none", rcodeLabel(dns.RcodeFormatError))
-	s.notImps = s.queries.WithLabelValues("none", rcodeLabel(dns.RcodeNotImplemented))
+	s.formErrs = s.qm.cell(cellKey{zone: ".", qtype: "none", rcode: rcodeLabel(dns.RcodeFormatError)})
+	s.notImps = s.qm.cell(cellKey{zone: ".", qtype: "none", rcode: rcodeLabel(dns.RcodeNotImplemented)})
 	s.cacheEvictions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_cache_evictions_total", Help: "Responses dropped from the response cache to make room for others.",
 	})
@@ -114,7 +106,7 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		}
 		return 0
 	})
-	reg.MustRegister(s.queries, s.latency, s.tcpConns, s.tcpRefused, s.cacheEvictions, rechecks, cacheEntries, cacheSize)
+	reg.MustRegister(s.qm, s.tcpConns, s.tcpRefused, s.cacheEvictions, rechecks, cacheEntries, cacheSize)
 	s.searches = searchCounters(reg)
 	s.opts.Autopath.Observe = func(f answer.Form, found bool) { s.countSearch(f, found) }
 	return s
@@ -201,14 +193,22 @@ func (s *Server) pack(m *dns.Msg, size int, buf []byte) (wire []byte, _ *dns.Msg
 	return b, m, false
 }
 
-// count records an answered query and returns its counter.
-func (s *Server) count(req, m *dns.Msg) prometheus.Counter {
-	qtype := "none"
+// count records an answered query, asked over protocol and family pf
+// (pfOf), and returns its cell. forwarded: the answer is an upstream's or
+// a stub domain's.
+func (s *Server) count(sn *snap.Snapshot, req, m *dns.Msg, forwarded bool, pf int) *queryCell {
+	k := cellKey{zone: zoneLabel(sn, req), qtype: "none", rcode: rcodeLabel(m.Rcode)}
 	if req != nil && len(req.Question) > 0 {
-		qtype = typeLabel(req.Question[0].Qtype)
+		k.qtype = typeLabel(req.Question[0].Qtype)
 	}
-	c := s.queries.WithLabelValues(qtype, rcodeLabel(m.Rcode))
-	c.Inc()
+	switch {
+	case forwarded:
+		k.plugin = "forward"
+	case k.zone != "." && m.Rcode != dns.RcodeFormatError && m.Rcode != dns.RcodeNotImplemented:
+		k.plugin = "etcd"
+	}
+	c := s.qm.cell(k)
+	c.inc(pf)
 	return c
 }
 
@@ -287,6 +287,8 @@ func listenPair(addr string) (*Listener, error) {
 // Serve answers on l until ctx ends, then shuts down: in-flight queries
 // get their answers, new ones are not read.
 func (s *Server) Serve(ctx context.Context, l *Listener) error {
+	label := "dns://" + l.Addr // CoreDNS's server label, as dns://:53
+	s.qm.server.Store(&label)
 	tcp := &tcpServer{s: s, ln: l.tcp, idle: s.TCPIdle, maxConns: s.TCPMaxConns}
 	errs := make(chan error, len(l.udp)+1)
 	var wg sync.WaitGroup

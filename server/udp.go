@@ -8,13 +8,15 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/server/snap"
 )
 
 // forwardUDP answers req with ask (upstreams, a stub domain's
 // nameservers) on a goroutine of its own, so a slow upstream holds up the
 // queries waiting on it and never the socket's reader. It is false when
 // maxForwarding queries wait already.
-func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, size int, start time.Time, ask func() *dns.Msg) bool {
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapshot, req *dns.Msg, size int, start time.Time, ask func() *dns.Msg) bool {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -27,8 +29,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, req *dns.Msg, si
 		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
-			s.count(req, m)
-			s.latency.Observe(time.Since(start).Seconds())
+			s.count(sn, req, m, true, pfOf(false, to.Addr())).lat.observeN(time.Since(start), 1)
 		}
 	}()
 	return true

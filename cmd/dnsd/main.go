@@ -33,6 +33,8 @@ func main() {
 		Args:          cobra.NoArgs,
 	}
 	loader := config.NewLoader(cmd.Flags(), "etcd", "cluster", "dnsd")
+	cmd.AddCommand(shadowCmd())
+	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		cfg, err := loader.Load()
 		if err != nil {

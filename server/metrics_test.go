@@ -1,0 +1,116 @@
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// The CoreDNS names count what CoreDNS's metrics plugin would for the
+// same queries, and dnsd's own names keep counting the same answers: a
+// dashboard on either shows the same traffic.
+func TestCoreDNSMetrics(t *testing.T) {
+	sn := testSnapshot(t, 3)
+	reg := prometheus.NewRegistry()
+	srv := New(func() *snap.Snapshot { return sn }, opts, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	defer func() { cancel(); <-done }()
+
+	ask := func(network, name string, qtype uint16) {
+		t.Helper()
+		m := new(dns.Msg).SetQuestion(name, qtype)
+		c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+		for range 20 { // the servers start asynchronously
+			if _, _, err = c.Exchange(m, l.Addr); err == nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("%s %s: %v", network, name, err)
+	}
+	ask("udp", "kubernetes.default.svc.cluster.local.", dns.TypeA)
+	ask("udp", "kubernetes.default.svc.cluster.local.", dns.TypeA) // from the response cache
+	ask("tcp", "kubernetes.default.svc.cluster.local.", dns.TypeA)
+	ask("udp", "1.0.96.10.in-addr.arpa.", dns.TypePTR)
+	ask("udp", "nope.default.svc.cluster.local.", dns.TypeNAPTR)
+	ask("udp", "example.com.", dns.TypeA)
+	// A message with no question: FORMERR, written by dnsd itself.
+	c, err := (&dns.Client{Net: "udp"}).Dial(l.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Read(make([]byte, 512)); err != nil {
+		t.Fatalf("no FORMERR: %v", err)
+	}
+	c.Close()
+
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	server := `server="dns://` + l.Addr + `"`
+	for _, want := range []string{
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="A",view="",zone="cluster.local."} 2`,
+		`coredns_dns_requests_total{family="1",proto="tcp",` + server + `,type="A",view="",zone="cluster.local."} 1`,
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="PTR",view="",zone="in-addr.arpa."} 1`,
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="other",view="",zone="cluster.local."} 1`,
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="A",view="",zone="."} 1`,
+		`coredns_dns_requests_total{family="1",proto="udp",` + server + `,type="other",view="",zone="."} 1`,
+		`coredns_dns_responses_total{plugin="etcd",rcode="NOERROR",` + server + `,view="",zone="cluster.local."} 3`,
+		`coredns_dns_responses_total{plugin="etcd",rcode="NXDOMAIN",` + server + `,view="",zone="cluster.local."} 1`,
+		`coredns_dns_responses_total{plugin="",rcode="REFUSED",` + server + `,view="",zone="."} 1`,
+		`coredns_dns_responses_total{plugin="",rcode="FORMERR",` + server + `,view="",zone="."} 1`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,view="",zone="cluster.local."} 4`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,view="",zone="."} 2`,
+		`coredns_dns_request_duration_seconds_bucket{` + server + `,view="",zone="cluster.local.",le="0.00025"}`,
+		`coredns_dns_request_duration_seconds_bucket{` + server + `,view="",zone="cluster.local.",le="8.192"} 4`,
+		`etcdns_dnsd_queries_total{qtype="A",rcode="NOERROR"} 3`,
+		`etcdns_dnsd_queries_total{qtype="none",rcode="FORMERR"} 1`,
+		`etcdns_dnsd_query_duration_seconds_bucket{le="5e-06"}`,
+		`etcdns_dnsd_query_duration_seconds_count 7`,
+	} {
+		if !strings.Contains(body, want+"\n") && !strings.Contains(body, want+" ") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
+}
+
+// Both histograms are exact: every bound of each is a bound of the slots.
+func TestLatencyBuckets(t *testing.T) {
+	var l latCell
+	for _, d := range []time.Duration{3 * time.Microsecond, 200 * time.Microsecond, 250 * time.Microsecond, 3 * time.Millisecond, 20 * time.Second} {
+		l.observeN(d, 2)
+	}
+	slots := make([]uint64, len(unionBuckets)+1)
+	for i := range slots {
+		slots[i] = l.slots[i].Load()
+	}
+	count, own := cumulative(slots, ownBuckets)
+	_, cd := cumulative(slots, corednsBuckets)
+	if count != 10 || own[5e-6] != 2 || own[ownBuckets[len(ownBuckets)-1]] != 8 || cd[0.00025] != 6 || cd[0.004] != 8 || len(own) != len(ownBuckets) || len(cd) != len(corednsBuckets) {
+		t.Errorf("count %d, own %v, coredns %v", count, own, cd)
+	}
+	if got := l.sumNs.Load(); got != 2*uint64(3*time.Microsecond+200*time.Microsecond+250*time.Microsecond+3*time.Millisecond+20*time.Second) {
+		t.Errorf("sum %d ns", got)
+	}
+}
