@@ -103,6 +103,9 @@ type Dnsd struct {
 	TCPIdleTimeout    time.Duration `mapstructure:"tcp-idle-timeout"`
 	TCPMaxConnections int           `mapstructure:"tcp-max-connections"`
 
+	WatchProgressInterval time.Duration `mapstructure:"watch-progress-interval"`
+	WatchProgressTimeout  time.Duration `mapstructure:"watch-progress-timeout"`
+
 	SourceClusterOption uint16   `mapstructure:"source-cluster-option"`
 	InternalClients     []string `mapstructure:"internal-clients"`
 
@@ -475,6 +478,14 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if d.TCPMaxConnections < 1 {
 			bad("dnsd.tcp-max-connections", "%d: at least 1", d.TCPMaxConnections)
+		}
+		if d.WatchProgressInterval <= 0 {
+			bad("dnsd.watch-progress-interval", "%s: must be positive", d.WatchProgressInterval)
+		}
+		// A timeout within one interval would drop a healthy stream before
+		// its answer to the progress request had time to come.
+		if d.WatchProgressTimeout <= d.WatchProgressInterval {
+			bad("dnsd.watch-progress-timeout", "%s: must be longer than dnsd.watch-progress-interval (%s)", d.WatchProgressTimeout, d.WatchProgressInterval)
 		}
 		if _, err := d.ParsedZones(); err != nil {
 			errs = append(errs, err)

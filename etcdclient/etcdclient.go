@@ -62,11 +62,39 @@ func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Clien
 	return cli, nil
 }
 
-func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error) {
-	endpoints := c.Endpoints
-	if len(endpoints) == 0 {
-		endpoints = []string{c.Embedded.ClientURL}
+// DialEach is Dial once per endpoint: a client pinned to one member each.
+// dnsd watches through these. A client of several endpoints keeps a watch
+// stream on the one connection it opened it on, and a frozen member's
+// connection still looks ready to gRPC until the keepalive gives up, so the
+// watch can only be moved past a failed member by choosing another client.
+// Each has the same TLS, auth, keepalive and reconnect settings as Dial's.
+func DialEach(ctx context.Context, c config.Etcd) ([]*clientv3.Client, []string, error) {
+	endpoints := endpointsOf(c)
+	var out []*clientv3.Client
+	for _, ep := range endpoints {
+		one := c
+		one.Endpoints = []string{ep}
+		cli, _, err := dial(ctx, one)
+		if err != nil {
+			for _, o := range out {
+				o.Close()
+			}
+			return nil, nil, err
+		}
+		out = append(out, cli)
 	}
+	return out, endpoints, nil
+}
+
+func endpointsOf(c config.Etcd) []string {
+	if len(c.Endpoints) == 0 {
+		return []string{c.Embedded.ClientURL}
+	}
+	return c.Endpoints
+}
+
+func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error) {
+	endpoints := endpointsOf(c)
 	var tlsCfg *tls.Config
 	if c.CAFile != "" || c.CertFile != "" {
 		info := transport.TLSInfo{TrustedCAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile}

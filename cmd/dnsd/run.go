@@ -58,6 +58,22 @@ func run(ctx context.Context, cfg *config.Config) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	st := store.New(cli, zones, cfg.Etcd.RequestTimeout, reg, log)
+	// The watch gets a client per endpoint, so that it can be moved past a
+	// member that has gone quiet (server/store's doc says why).
+	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, c := range wclis {
+			c.Close()
+		}
+	}()
+	eps := make([]store.Endpoint, len(wclis))
+	for i, c := range wclis {
+		eps[i] = store.Endpoint{Name: weps[i], Client: c}
+	}
+	st.WatchOn(eps, store.Liveness{Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout})
 	srv := server.New(st.Snapshot, answer.Options{
 		Pods:   answer.PodMode(cfg.Cluster.Pods),
 		Rotate: d.Rotate,

@@ -6,4 +6,38 @@
 // queries call Snapshot, which is one atomic load, and nothing here may
 // block them. It does not answer DNS and does not know the DNS wire format
 // beyond what snap builds.
+//
+// # Never blind for long
+//
+// A watch stream on a member that is frozen (SIGSTOP, a hung process)
+// sends nothing, not even "no leader", and gRPC only notices when its
+// keepalive gives up (10 s and more). So the store checks the stream
+// itself: when it has been quiet for the liveness interval it sends a
+// progress request on that very stream (clientv3's RequestProgress picks
+// the stream by the context's metadata, so it is called with the watch's
+// context), and any response on it (events, the answer, etcd's own
+// progress notifications) proves it alive. Quiet for the liveness timeout,
+// the stream is dropped and the watch resumes from the snapshot's revision
+// on the next endpoint: the history is still in etcd, so there is no
+// relist; only ErrCompacted relists. The Kubernetes apiserver leans on the
+// same progress requests to prove its watch cache current before serving
+// consistent reads from it; etcd's client itself only resumes a broken
+// stream on the same connection.
+//
+// Two details shape this. etcd 3.5 answers a progress request only when
+// every watcher on the stream is synced, so a stream still catching up
+// may leave it unanswered: events arriving count as proof too, and the
+// stream is dropped only when nothing at all came. And a client of several
+// endpoints keeps a stream on the connection it was opened on, which gRPC
+// still reports ready while its member is frozen; so the watch runs on one
+// client per endpoint (Endpoint) and moves to the next one explicitly,
+// while the loads use the shared client.
+//
+// The cost is at most one progress request per liveness interval per
+// frontend, and none while events flow. A member that is alive but behind
+// (it answers progress at an old revision) is not detected yet.
+//
+// etcdns_dnsd_snapshot_staleness_seconds says how long the snapshot may
+// have been behind (0 while the stream is proven within the timeout);
+// readiness stays up meanwhile, since an old answer beats none.
 package store

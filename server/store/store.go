@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/server/snap"
@@ -40,9 +41,18 @@ type Store struct {
 	mu  sync.Mutex
 	bad map[string]Malformed // by key
 
+	// The watch runs on one of these at a time, and moves to the next when
+	// its stream fails or goes quiet; the initial load and relists use cli.
+	endpoints []Endpoint
+	live      Liveness
+	// heard is when (unix ns) the snapshot was last proven current: a load,
+	// or any response on the watch stream.
+	heard atomic.Int64
+
 	records   *prometheus.GaugeVec
 	revision  prometheus.Gauge
-	restarts  prometheus.Counter
+	restarts  *prometheus.CounterVec
+	endpoint  *prometheus.GaugeVec
 	malformed *prometheus.CounterVec
 
 	pageSize int64 // PageSize; tests page a small load
@@ -51,6 +61,36 @@ type Store struct {
 	// etcd compact the revision the watch is about to start from.
 	afterLoad func()
 }
+
+// Endpoint is a client of one etcd member or proxy that the watch may run on.
+type Endpoint struct {
+	Name   string // its URL, for logs and etcdns_dnsd_watch_endpoint
+	Client *clientv3.Client
+}
+
+// Liveness is how long a silent watch stream is trusted.
+type Liveness struct {
+	// Interval: after this long without a response the stream is asked
+	// for a progress report (at most once per Interval).
+	Interval time.Duration
+	// Timeout: after this long without any response the stream is dropped
+	// and the watch resumes on the next endpoint.
+	Timeout time.Duration
+}
+
+// DefaultLiveness is dnsd's default: a frozen member is left within about
+// two seconds, for at most one progress request a second per frontend.
+var DefaultLiveness = Liveness{Interval: time.Second, Timeout: 2 * time.Second}
+
+// Watch restart reasons, the values of etcdns_dnsd_watch_restarts_total's
+// reason label.
+const (
+	ReasonCompacted       = "compacted"
+	ReasonProgressTimeout = "progress_timeout"
+	ReasonNoLeader        = "no_leader"
+	ReasonClosed          = "closed"
+	ReasonError           = "error"
+)
 
 // Malformed is a key whose value dnsd skips.
 type Malformed struct {
@@ -65,22 +105,65 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		ready: make(chan struct{}),
 		bad:   map[string]Malformed{},
 
+		endpoints: []Endpoint{{Name: "default", Client: cli}},
+		live:      DefaultLiveness,
+
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_records", Help: "Valid values held, per zone.",
 		}, []string{"zone"}),
 		revision: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_etcd_revision", Help: "The etcd revision the served snapshot is current at.",
 		}),
-		restarts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "etcdns_dnsd_watch_restarts_total", Help: "Watches lost (compaction, disconnection) and replaced by a relist.",
-		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_watch_restarts_total",
+			Help: "Watches lost and restarted, by reason: compacted (followed by a relist), progress_timeout (the stream went quiet), no_leader, closed, error (resumed on the next endpoint without a relist).",
+		}, []string{"reason"}),
+		endpoint: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdns_dnsd_watch_endpoint", Help: "1 for the etcd endpoint the watch runs on, 0 for the others.",
+		}, []string{"endpoint"}),
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_malformed_values_total", Help: "Values skipped because they are not valid records, per zone.",
 		}, []string{"zone"}),
 	}
-	reg.MustRegister(s.records, s.revision, s.restarts, s.malformed)
+	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonNoLeader, ReasonClosed, ReasonError} {
+		s.restarts.WithLabelValues(r)
+	}
+	s.heard.Store(time.Now().UnixNano())
+	staleness := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "etcdns_dnsd_snapshot_staleness_seconds",
+		Help: "Seconds since the served snapshot was last proven current by etcd (a load, or any response on the watch stream within the progress timeout); 0 while proven.",
+	}, s.staleness)
+	reg.MustRegister(s.records, s.revision, s.restarts, s.endpoint, staleness, s.malformed)
 	return s
 }
+
+// WatchOn makes the watch run on eps, one at a time in turn, with the
+// liveness check l. Call it before Run; without it the watch runs on the
+// store's client with DefaultLiveness.
+func (s *Store) WatchOn(eps []Endpoint, l Liveness) {
+	if len(eps) > 0 {
+		s.endpoints = eps
+	}
+	if l.Interval > 0 && l.Timeout > 0 {
+		s.live = l
+	}
+	for _, e := range s.endpoints {
+		s.endpoint.WithLabelValues(e.Name).Set(0)
+	}
+}
+
+// staleness is how long the snapshot may have been behind: 0 while the
+// stream was heard from within the liveness timeout, else the time since
+// it was last heard from (or loaded).
+func (s *Store) staleness() float64 {
+	quiet := time.Since(time.Unix(0, s.heard.Load()))
+	if quiet <= s.live.Timeout {
+		return 0
+	}
+	return quiet.Seconds()
+}
+
+func (s *Store) proven() { s.heard.Store(time.Now().UnixNano()) }
 
 // Snapshot is what queries read: one atomic load, never blocked. It is
 // nil until the first load is complete.
@@ -103,51 +186,112 @@ func (s *Store) MalformedAt(owner string) []Malformed {
 	return out
 }
 
-// Run loads and watches until ctx ends. A lost watch is replaced by a full
-// relist; the previous snapshot is served until the relist is complete.
+// Run loads and watches until ctx ends. A watch lost to compaction is
+// replaced by a full relist, the previous snapshot served until it is
+// complete; a watch lost any other way (a stream gone quiet, no leader, an
+// error) resumes from the snapshot's revision on the next endpoint, since
+// etcd still holds the history it needs.
 func (s *Store) Run(ctx context.Context) error {
-	backoff := 100 * time.Millisecond
+	loadBackoff, watchBackoff := 100*time.Millisecond, 100*time.Millisecond
 	first := true
+	var cur *snap.Snapshot // nil: load before watching
+	ep := 0
 	for {
-		cur, err := s.load(ctx)
-		if err == nil {
-			s.publish(cur)
+		if cur == nil {
+			loaded, err := s.load(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				s.log.Warn("loading zones from etcd failed; retrying", "err", err, "in", loadBackoff)
+				if !sleep(ctx, loadBackoff) {
+					return nil
+				}
+				loadBackoff = min(2*loadBackoff, 5*time.Second)
+				continue
+			}
+			loadBackoff = 100 * time.Millisecond
+			s.publish(loaded)
+			s.proven()
 			if first {
 				close(s.ready)
 				first = false
-				s.log.Info("loaded all zones", "revision", cur.Rev, "records", countRecords(cur))
+				s.log.Info("loaded all zones", "revision", loaded.Rev, "records", countRecords(loaded))
 			} else {
-				s.log.Info("relisted all zones", "revision", cur.Rev, "records", countRecords(cur))
+				s.log.Info("relisted all zones", "revision", loaded.Rev, "records", countRecords(loaded))
 			}
 			if s.afterLoad != nil {
 				s.afterLoad()
 			}
-			began := time.Now()
-			err = s.watch(ctx, cur)
-			if ctx.Err() != nil {
-				return nil
-			}
-			// A watch that etcd refuses at once (no read permission on
-			// the prefix, say) must not make a relist loop at full speed:
-			// only one that served a while earns a quick retry.
-			if time.Since(began) >= healthyWatch {
-				backoff = 100 * time.Millisecond
-			}
-			s.restarts.Inc()
-			s.log.Warn("watch lost; relisting", "err", err)
-		} else {
-			if ctx.Err() != nil {
-				return nil
-			}
-			s.log.Warn("loading zones from etcd failed; retrying", "err", err, "in", backoff)
+			cur = loaded
 		}
-		select {
-		case <-ctx.Done():
+		e := s.endpoints[ep]
+		s.setEndpoint(e.Name)
+		began := time.Now()
+		err := s.watch(ctx, cur, e)
+		if ctx.Err() != nil {
 			return nil
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		// A watch that etcd refuses at once (no read permission on the
+		// prefix, say, or no leader) must not make a loop at full speed:
+		// only one that served a while earns a quick retry. The cap is a
+		// second so that a cluster that regains its quorum is followed
+		// again within one.
+		if time.Since(began) >= healthyWatch {
+			watchBackoff = 100 * time.Millisecond
+		}
+		reason := reasonOf(err)
+		s.restarts.WithLabelValues(reason).Inc()
+		// What the watch applied before it failed is in the published
+		// snapshot; a new watch starts after it.
+		cur = s.Snapshot()
+		if reason == ReasonCompacted {
+			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
+			cur = nil
+		} else {
+			ep = (ep + 1) % len(s.endpoints)
+			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
+				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev+1)
+		}
+		if !sleep(ctx, watchBackoff) {
+			return nil
+		}
+		watchBackoff = min(2*watchBackoff, time.Second)
 	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+func (s *Store) setEndpoint(name string) {
+	for _, e := range s.endpoints {
+		v := 0.0
+		if e.Name == name {
+			v = 1
+		}
+		s.endpoint.WithLabelValues(e.Name).Set(v)
+	}
+}
+
+// reasonOf names why a watch ended.
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, rpctypes.ErrCompacted):
+		return ReasonCompacted
+	case errors.Is(err, errProgressTimeout):
+		return ReasonProgressTimeout
+	case errors.Is(err, rpctypes.ErrNoLeader), err != nil && strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error()):
+		return ReasonNoLeader
+	case errors.Is(err, errWatchClosed):
+		return ReasonClosed
+	}
+	return ReasonError
 }
 
 // healthyWatch is how long a watch must have run for its end to count as
@@ -322,11 +466,20 @@ const maxCoalesced = 100_000
 // errWatchClosed reports a watch channel closed without an error.
 var errWatchClosed = errors.New("watch channel closed")
 
+// errProgressTimeout reports a stream that sent nothing for the liveness
+// timeout, not even an answer to a progress request.
+var errProgressTimeout = errors.New("watch stream sent nothing, not even progress, within the timeout")
+
 // watch follows every prefix from the revision after cur until the watch
 // fails. One watch per etcd prefix, not per zone: a transaction writing a
 // service's A record and its PTR (two zones, one prefix) then arrives in
 // one response and is published in one snapshot.
-func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
+//
+// The stream is proven alive by any response on it: events, etcd's own
+// progress notifications, the created notification, or the answer to a
+// progress request, which is sent when it has been quiet for the liveness
+// interval. Quiet for the liveness timeout, it is dropped.
+func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	var prefixes []string
@@ -343,7 +496,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
 	// applied, where the loop below can take them together.
 	ch := make(chan result, 1024)
 	for _, p := range prefixes {
-		wch := s.cli.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(cur.Rev+1), clientv3.WithProgressNotify())
+		wch := ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(cur.Rev+1),
+			clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 		go func() {
 			for resp := range wch {
 				err := resp.Err()
@@ -362,16 +516,40 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
 			}
 		}()
 	}
+	// A quarter of the interval: the timeout is noticed at most that late.
+	tick := time.NewTicker(s.live.Interval / 4)
+	defer tick.Stop()
+	last, asked := time.Now(), time.Time{}
 	for {
 		var r result
 		select {
 		case r = <-ch:
+		case <-tick.C:
+			quiet := time.Since(last)
+			if quiet >= s.live.Timeout {
+				return errProgressTimeout
+			}
+			if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
+				asked = time.Now()
+				// The request goes on the watch's own stream (the same
+				// context metadata picks it), so its answer proves that
+				// stream. Off this goroutine: a send to a frozen member
+				// must not stop the timeout from being noticed.
+				go func() {
+					rctx, cancel := context.WithTimeout(ctx, s.live.Interval)
+					defer cancel()
+					_ = ep.Client.RequestProgress(rctx)
+				}()
+			}
+			continue
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 		if r.err != nil {
 			return r.err
 		}
+		last = time.Now()
+		s.proven()
 		if len(r.resp.Events) == 0 {
 			// Progress: nothing changed in our prefixes up to this revision.
 			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
@@ -413,6 +591,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot) error {
 		}
 		cur = next
 		s.publish(cur)
+		// The time spent applying is ours, not the stream's silence.
+		last = time.Now()
 	}
 }
 

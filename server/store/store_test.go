@@ -59,6 +59,13 @@ func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
 	t.Helper()
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.afterLoad, s.pageSize = hook, testPageSize
+	runStore(t, s)
+	return s
+}
+
+// runStore runs s until the test ends and waits for its first load.
+func runStore(t *testing.T, s *Store) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); s.Run(ctx) }()
@@ -68,7 +75,6 @@ func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
 	case <-time.After(10 * time.Second):
 		t.Fatal("store not ready")
 	}
-	return s
 }
 
 func mustPut(t *testing.T, cli *clientv3.Client, k, v string) int64 {
@@ -238,7 +244,7 @@ func TestCompactionRelists(t *testing.T) {
 		sn := s.Snapshot()
 		return len(addrs(sn, "b.ns.svc.cluster.local")) == 1 && len(addrs(sn, "c.ns.svc.cluster.local")) == 1
 	})
-	if got := value(s.restarts); got != 1 {
+	if got := value(s.restarts.WithLabelValues(ReasonCompacted)); got != 1 {
 		t.Fatalf("watch restarts %v, want 1", got)
 	}
 	// And the new watch works.
