@@ -155,10 +155,25 @@ func TestGRPCProxy(t *testing.T) {
 		}
 	})
 
+	t.Run("a stream through the proxy is kept", func(t *testing.T) {
+		// The proxy drops the progress requests dnsd's liveness check
+		// sends (above), but passes etcd's own progress notifications:
+		// neither may make a healthy stream look dead.
+		time.Sleep(4 * time.Second)
+		for i, fe := range ds {
+			if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n != 0 {
+				t.Errorf("frontend %d: %v watch restarts for a quiet stream through a healthy proxy", i, n)
+			}
+			if v := faultMetric(t, fe.Metrics, "etcdns_dnsd_snapshot_staleness_seconds"); v != 0 {
+				t.Errorf("frontend %d: staleness %vs behind a healthy proxy", i, v)
+			}
+		}
+	})
+
 	t.Run("relists after a compaction it missed", func(t *testing.T) {
 		restarts := make([]float64, len(ds))
 		for i, fe := range ds {
-			restarts[i] = faultMetric(t, fe.Metrics, "etcdns_dnsd_watch_restarts_total")
+			restarts[i] = faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="compacted"}`)
 		}
 		// The proxy down: the frontends keep answering from their
 		// snapshot while etcd changes and compacts past them.
@@ -172,7 +187,7 @@ func TestGRPCProxy(t *testing.T) {
 		answerAll(ds, 30*time.Second, nx("gone"), a("late", "10.96.1.40"), a("fresh", "10.96.1.30"), a("kubernetes", "10.96.0.1"))
 		t.Logf("etcd compacted at %d; every frontend answers the changes %v after the proxy is back", rev, time.Since(back).Round(time.Millisecond))
 		for i, fe := range ds {
-			if n := faultMetric(t, fe.Metrics, "etcdns_dnsd_watch_restarts_total"); n <= restarts[i] {
+			if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="compacted"}`); n <= restarts[i] {
 				t.Errorf("frontend %d: watch restarts %v, %v before: it did not relist", i, n, restarts[i])
 			}
 			if log := faultLog(t, fe.Process); !strings.Contains(log, "required revision has been compacted") {
@@ -256,5 +271,67 @@ func TestGRPCProxyRequireLeader(t *testing.T) {
 		t.Fatalf("through the proxy: the watch ended (%v, open %v) %v after the quorum was lost: docs/fleet.md says it does not", wr.Err(), ok, time.Since(lost).Round(time.Millisecond))
 	case <-time.After(time.Since(lost) + 5*time.Second):
 		t.Logf("through the proxy: the require-leader watch is still open %v after the quorum was lost", time.Since(lost).Round(time.Millisecond))
+	}
+}
+
+// TestGRPCProxyFrozen is issue 23's proxy fault: frontends given two
+// proxies, the one in use frozen (SIGSTOP). It answers nothing, not even
+// the one-key read that stands in for progress requests through a proxy,
+// so the frontends move to the other proxy and see a change within the
+// bound, then go back to answering when it is resumed.
+func TestGRPCProxyFrozen(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	proxies := []*harness.GRPCProxy{harness.StartGRPCProxy(t, etcd.Endpoint), harness.StartGRPCProxy(t, etcd.Endpoint)}
+	steady := clusterCheck("steady", "10.96.2.100")
+	clusterPut(t, cli, "steady", "10.96.2.100")
+	clusterPut(t, cli, "probe", "10.96.2.1")
+	var ds []*dnsdInstance
+	for range 2 {
+		ds = append(ds, faultDnsd(t, proxies[0].Endpoint+","+proxies[1].Endpoint))
+	}
+	for _, fe := range ds {
+		waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.2.1")}) })
+	}
+	// Both frontends watch through the first endpoint they were given.
+	for i, fe := range ds {
+		if v := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxies[0].Endpoint+`"}`); v != 1 {
+			t.Fatalf("frontend %d does not watch through the first proxy", i)
+		}
+	}
+	var loads []*faultLoad
+	for _, fe := range ds {
+		loads = append(loads, startFaultLoad(fe.Addr, 100, []check{steady}))
+	}
+	// Quiet long enough for the frontends to have found that the proxy
+	// drops progress requests (etcd's own progress notifications come
+	// every ten minutes here): the quiet stream is kept, and the freeze
+	// must be noticed by the read that stands in for them.
+	time.Sleep(3 * time.Second)
+	for i, fe := range ds {
+		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n != 0 {
+			t.Errorf("frontend %d: %v watch restarts for a quiet stream through a healthy proxy", i, n)
+		}
+		if log := faultLog(t, fe.Process); !strings.Contains(log, "answers reads but not watch progress requests") {
+			t.Errorf("frontend %d: its log does not say it found the proxy dropping progress requests", i)
+		}
+	}
+	proxies[0].Pause()
+	put := clusterPut(t, cli, "probe", "10.96.2.2")
+	for i, fe := range ds {
+		waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.2.2")}) })
+		t.Logf("frontend %d answers the change %v after its put, the proxy it watched through frozen", i, time.Since(put).Round(time.Millisecond))
+		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n < 1 {
+			t.Errorf("frontend %d: no progress_timeout restart counted", i)
+		}
+		if v := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxies[1].Endpoint+`"}`); v != 1 {
+			t.Errorf("frontend %d does not watch through the second proxy", i)
+		}
+	}
+	proxies[0].Resume()
+	for i, l := range loads {
+		if st := l.Stop(); st.failed != 0 {
+			t.Errorf("frontend %d: %d of %d queries failed while a proxy was frozen: %v", i, st.failed, st.sent, st.failures)
+		}
 	}
 }

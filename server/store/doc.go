@@ -33,7 +33,20 @@
 // client per endpoint (Endpoint) and moves to the next one explicitly,
 // while the loads use the shared client.
 //
-// The cost is at most one progress request per liveness interval per
+// etcd's grpc-proxy (the fan-out tier of docs/fleet.md) drops progress
+// requests unanswered, and a stream through it can be quiet for as long as
+// nothing changes. So a stream that reaches the timeout without ever
+// having answered one gets a second chance: one serializable read of a
+// single key on the same endpoint, given the rest of the timeout. If it is
+// answered, the endpoint is remembered as one that drops progress
+// requests, and from then on that read, once a quiet interval, is its
+// liveness check: it proves the proxy serves, not that the member behind
+// it is current (the proxy's own watch to etcd is the proxy's to keep). A
+// frozen member never answers it, so the frozen member is left as before,
+// one interval later at most on a stream it never proved.
+//
+// The cost is at most one progress request (or, through a proxy, one read
+// the proxy answers from its cache) per liveness interval per idle
 // frontend, and none while events flow. A member that is alive but behind
 // (it answers progress at an old revision) is not detected yet.
 //

@@ -45,6 +45,9 @@ type Store struct {
 	// its stream fails or goes quiet; the initial load and relists use cli.
 	endpoints []Endpoint
 	live      Liveness
+	// noProgress names the endpoints found to drop progress requests
+	// (etcd's grpc-proxy); only Run's goroutine uses it.
+	noProgress map[string]bool
 	// heard is when (unix ns) the snapshot was last proven current: a load,
 	// or any response on the watch stream.
 	heard atomic.Int64
@@ -78,9 +81,11 @@ type Liveness struct {
 	Timeout time.Duration
 }
 
-// DefaultLiveness is dnsd's default: a frozen member is left within about
-// two seconds, for at most one progress request a second per frontend.
-var DefaultLiveness = Liveness{Interval: time.Second, Timeout: 2 * time.Second}
+// DefaultLiveness is dnsd's default: a frozen member or proxy is left
+// within about 1.6 s, so that a change is seen within 2 s (issue 23), for
+// at most two cheap requests a second per idle frontend and none while
+// changes flow.
+var DefaultLiveness = Liveness{Interval: 500 * time.Millisecond, Timeout: 1500 * time.Millisecond}
 
 // Watch restart reasons, the values of etcdns_dnsd_watch_restarts_total's
 // reason label.
@@ -105,8 +110,9 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		ready: make(chan struct{}),
 		bad:   map[string]Malformed{},
 
-		endpoints: []Endpoint{{Name: "default", Client: cli}},
-		live:      DefaultLiveness,
+		endpoints:  []Endpoint{{Name: "default", Client: cli}},
+		live:       DefaultLiveness,
+		noProgress: map[string]bool{},
 
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_records", Help: "Valid values held, per zone.",
@@ -164,6 +170,19 @@ func (s *Store) staleness() float64 {
 }
 
 func (s *Store) proven() { s.heard.Store(time.Now().UnixNano()) }
+
+// probe reads one key from ep: the check of an endpoint that does not
+// answer progress requests. Serializable, so a proxy answers it from its
+// cache and a member without its leader: what it proves is that the
+// process in front of the stream still serves. It gets what is left of
+// the timeout after a quiet interval, so a frozen proxy is left as soon as
+// a frozen member is.
+func (s *Store) probe(ctx context.Context, ep Endpoint) error {
+	ctx, cancel := context.WithTimeout(ctx, s.live.Timeout-s.live.Interval)
+	defer cancel()
+	_, err := ep.Client.Get(ctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
+	return err
+}
 
 // Snapshot is what queries read: one atomic load, never blocked. It is
 // nil until the first load is complete.
@@ -520,14 +539,45 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	tick := time.NewTicker(s.live.Interval / 4)
 	defer tick.Stop()
 	last, asked := time.Now(), time.Time{}
+	// answered: a progress report came on this stream, so its member
+	// answers progress requests and its silence means it stopped.
+	answered := false
 	for {
 		var r result
 		select {
 		case r = <-ch:
 		case <-tick.C:
 			quiet := time.Since(last)
+			if s.noProgress[ep.Name] {
+				// etcd's grpc-proxy drops progress requests, so a quiet
+				// stream through it proves nothing either way: the proxy
+				// itself is asked instead, once an interval.
+				if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
+					asked = time.Now()
+					if err := s.probe(ctx, ep); err != nil {
+						return fmt.Errorf("%w: %w", errProgressTimeout, err)
+					}
+					last = time.Now()
+					s.proven()
+				}
+				continue
+			}
 			if quiet >= s.live.Timeout {
-				return errProgressTimeout
+				if answered {
+					return errProgressTimeout
+				}
+				// Never a progress report on this stream: a frozen member,
+				// or an endpoint that drops progress requests. A read tells
+				// which.
+				if err := s.probe(ctx, ep); err != nil {
+					return fmt.Errorf("%w: %w", errProgressTimeout, err)
+				}
+				s.noProgress[ep.Name] = true
+				s.log.Info("etcd endpoint answers reads but not watch progress requests (an etcd grpc-proxy); its liveness is checked with a read each interval",
+					"endpoint", ep.Name)
+				last = time.Now()
+				s.proven()
+				continue
 			}
 			if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
 				asked = time.Now()
@@ -550,6 +600,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		last = time.Now()
 		s.proven()
+		if len(r.resp.Events) == 0 && !r.resp.Created {
+			answered = true
+		}
 		if len(r.resp.Events) == 0 {
 			// Progress: nothing changed in our prefixes up to this revision.
 			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
