@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark, one after the other on an otherwise idle machine, and
 # BENCHMARKS.md regenerated from what they print: the machine, the date,
-# the commands and the tables. Takes about 25 minutes on two CPUs.
+# the commands and the tables. Takes about 27 minutes on two CPUs.
 #
 #   bench/run.sh                 # writes BENCHMARKS.md
 #   OUT=/tmp/b.md bench/run.sh   # writes elsewhere
@@ -15,6 +15,7 @@ parts=$(mktemp -d)
 trap 'rm -rf "$parts"' EXIT
 
 OUT=$parts/dnsd.md bench/dnsd/run.sh
+OUT=$parts/skydns.md bench/skydns/run.sh
 OUT=$parts/scale.md bench/scale/run.sh
 OUT=$parts/publisher.md bench/publisher/run.sh
 bench/e2e/run.sh | tee "$parts/e2e.txt"
@@ -41,6 +42,10 @@ version() { "$@" 2>&1 | head -1; }
 	echo "## dnsd against its peers (\`bench/dnsd/run.sh\`)"
 	echo
 	cat "$parts/dnsd.md"
+	echo
+	echo "## dnsd in a SkyDNS zone on external-dns's data (\`bench/skydns/run.sh\`)"
+	echo
+	cat "$parts/skydns.md"
 	echo
 	echo "## dnsd at 1,000,000 records (\`bench/scale/run.sh\`)"
 	echo

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the real components the integration tests and benchmarks run
 # against (etcd, etcdctl, kube-apiserver, CoreDNS from source via the Go
-# module proxy; dnsperf, dig, kdig, knotd, promtool from apt) into .cache/tools/bin.
+# module proxy; external-dns's coredns provider as hack/externaldns;
+# dnsperf, dig, kdig, knotd, promtool from apt) into .cache/tools/bin.
 #
 # A fresh machine needs only Go and apt. Each component is skipped when its
 # binary already reports the pinned version, so a second run takes seconds.
@@ -13,6 +14,11 @@ set -euo pipefail
 ETCD_VERSION=v3.5.35
 KUBE_VERSION=v1.31.4
 COREDNS_VERSION=v1.11.4
+# external-dns: the newest release that builds with the Go of go.mod (v0.23
+# wants Go 1.27), and the last one whose TXT registry merges the owner text
+# into the coredns provider's values.
+EXTERNALDNS_VERSION=v0.22.0
+EXTERNALDNS_OLD_VERSION=v0.17.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache/tools"
@@ -45,7 +51,7 @@ has_version() {
   local bin="$1" version="${2#v}" arg=--version out
   case "$(basename "$bin")" in
     etcdctl) arg=version ;;
-    coredns) arg=-version ;;
+    coredns|externaldns*) arg=-version ;;
   esac
   [[ -x "$bin" ]] || return 1
   out="$("$bin" "$arg" 2>&1)" || true
@@ -176,9 +182,27 @@ EOF
   in_module "$mod" go build -o "$BIN/coredns" github.com/coredns/coredns
 }
 
+# external-dns's coredns provider driven by hack/externaldns (a real writer
+# of SkyDNS-layout data for integration/externaldns_test.go). Only the
+# packages the program imports are built, with "go build -mod=mod" and no
+# "go mod tidy": tidy would also fetch the modules of external-dns's own
+# tests, some of which the module proxy does not serve.
+externaldns_at() { # version binary
+  local mod
+  mod="$(new_module "$2")"
+  cp "$ROOT/hack/externaldns/main.go.txt" "$mod/main.go"
+  cp "$ROOT/hack/externaldns/${1%.*}.go.txt" "$mod/release.go"
+  in_module "$mod" go mod edit -require="sigs.k8s.io/external-dns@$1"
+  in_module "$mod" go build -o "$BIN/$2" .
+}
+build_externaldns() { externaldns_at "$EXTERNALDNS_VERSION" externaldns; }
+build_externaldns_old() { externaldns_at "$EXTERNALDNS_OLD_VERSION" externaldns-old; }
+
 component etcd "$ETCD_VERSION" build_etcd etcd etcdctl
 component kube-apiserver "$KUBE_VERSION" build_kube_apiserver kube-apiserver
 component coredns "$COREDNS_VERSION" build_coredns coredns
+component externaldns "$EXTERNALDNS_VERSION" build_externaldns externaldns
+component externaldns-old "$EXTERNALDNS_OLD_VERSION" build_externaldns_old externaldns-old
 
 # System packages: binary -> Debian package. Versions are whatever the
 # distribution ships; the tests only need the tools to exist.
