@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient/embedded"
 )
 
 // writeCert writes a certificate (signed by parent, or self-signed when
@@ -65,8 +66,8 @@ func TestNewWithTLS(t *testing.T) {
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
 	}, ca, caKey)
 
-	client, _ := loopbackURL("client", "http://127.0.0.1:0")
-	peer, _ := loopbackURL("peer", "http://127.0.0.1:0")
+	client, _ := embedded.LoopbackURL("client", "http://127.0.0.1:0")
+	peer, _ := embedded.LoopbackURL("peer", "http://127.0.0.1:0")
 	client.Scheme = "https"
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "data")

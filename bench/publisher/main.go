@@ -43,6 +43,7 @@ import (
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
+	embedetcd "github.com/etcdns/etcdns/etcdclient/embedded"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher"
@@ -106,7 +107,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 			return err
 		}
 		defer os.RemoveAll(dir)
-		e, url, err := etcdclient.StartEmbedded(config.Embedded{
+		e, url, err := embedetcd.Start(config.Embedded{
 			DataDir: filepath.Join(dir, "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
 		}, log)
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/etcdclient/embedded"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher"
@@ -81,7 +82,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 
 	ecfg := cfg.Etcd
 	if len(ecfg.Endpoints) == 0 {
-		e, url, err := etcdclient.StartEmbedded(ecfg.Embedded, log)
+		e, url, err := embedded.Start(ecfg.Embedded, log)
 		if err != nil {
 			return err
 		}

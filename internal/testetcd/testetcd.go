@@ -14,13 +14,14 @@ import (
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/etcdclient/embedded"
 )
 
 // Start runs an embedded etcd in t.TempDir() until the test ends and
 // returns a client of it. log may be nil.
 func Start(t testing.TB, log *slog.Logger) *clientv3.Client {
 	t.Helper()
-	e, url, err := etcdclient.StartEmbedded(config.Embedded{
+	e, url, err := embedded.Start(config.Embedded{
 		DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0",
 	}, log)
 	if err != nil {

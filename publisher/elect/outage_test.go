@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/etcdclient/embedded"
 )
 
 // etcd renews every lease for a full TTL when it restarts. A leader that
@@ -18,7 +19,7 @@ import (
 func TestLeadsAgainSoonAfterEtcdRestart(t *testing.T) {
 	const ttl = 3 * time.Second
 	cfg := config.Embedded{DataDir: filepath.Join(t.TempDir(), "etcd"), ClientURL: "http://127.0.0.1:0", PeerURL: "http://127.0.0.1:0"}
-	e, url, err := etcdclient.StartEmbedded(cfg, nil)
+	e, url, err := embedded.Start(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestLeadsAgainSoonAfterEtcdRestart(t *testing.T) {
 	want(false, 3*ttl)
 	// Long enough for the session's Close to give up on the revoke.
 	time.Sleep(ttl + time.Second)
-	if e, _, err = etcdclient.StartEmbedded(cfg, nil); err != nil {
+	if e, _, err = embedded.Start(cfg, nil); err != nil {
 		t.Fatal(err)
 	}
 	up := time.Now()
