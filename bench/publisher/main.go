@@ -63,6 +63,8 @@ func main() {
 	embedded := flag.Bool("embedded", false, "run etcd in this process (go.etcd.io/etcd/server/v3/embed) instead of the etcd binary of hack/tools.sh")
 	verbose := flag.Bool("v", false, "publisher logs on stderr")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&sustainedProfile, "cpuprofile-sustained", "", "write a CPU profile of the sustained phase only to this file")
+	flag.StringVar(&heapProfile, "memprofile", "", "write a heap profile taken after the restart's sync (after a GC) to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -82,6 +84,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// Profiles of single phases, so that a profile of the sustained phase is
+// not drowned in the initial sync's work.
+var sustainedProfile, heapProfile string
 
 func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time.Duration, workers int, endpoint string, embedded bool) error {
 	ctx := context.Background()
@@ -192,6 +198,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	if heapProfile != "" {
+		if f, err := os.Create(heapProfile); err == nil {
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	// The election itself writes its key: count only record writes.
 	restartWrites := counter(m2.Written) + counter(m2.Deleted)
 
@@ -202,6 +214,11 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	latMu.Unlock()
 	// Changes are issued on a schedule, catching up after a slow moment,
 	// so the offered rate is the target rate (a ticker would drop ticks).
+	if sustainedProfile != "" {
+		if f, err := os.Create(sustainedProfile); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer pprof.StopCPUProfile()
+		}
+	}
 	start := time.Now()
 	changes := 0
 	for {

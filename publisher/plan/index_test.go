@@ -1,0 +1,92 @@
+package plan
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+)
+
+// TestIndexModel runs random puts, deletes and refreshes against the index
+// and against plain maps, and compares every answer, with the real key hash
+// and with one under which every key collides (the side map's path).
+func TestIndexModel(t *testing.T) {
+	for _, collide := range []bool{false, true} {
+		t.Run(fmt.Sprint("collide=", collide), func(t *testing.T) {
+			if collide {
+				old := keyHash
+				keyHash = func(string) uint64 { return 7 }
+				defer func() { keyHash = old }()
+			}
+			rng := rand.New(rand.NewPCG(1, 2))
+			x := NewIndex("c1")
+			owner := map[string]string{}             // key -> source
+			entries := map[string]map[string]Entry{} // source -> key -> entry
+			sources := []string{"service/a/s1", "service/a/s2", "service/b/s3", "pod/a/p"}
+			key := func() string { return fmt.Sprintf("/skydns/local/cluster/k%d", rng.IntN(60)) }
+			drop := func(k string) {
+				if s, ok := owner[k]; ok {
+					delete(entries[s], k)
+					if len(entries[s]) == 0 {
+						delete(entries, s)
+					}
+					delete(owner, k)
+				}
+			}
+			for i := range 5000 {
+				src := sources[rng.IntN(len(sources))]
+				var ops []Op
+				for range 1 + rng.IntN(8) {
+					k := key()
+					if o, ok := owner[k]; ok && o != src {
+						continue // Diff never plans another owner's key
+					}
+					if rng.IntN(3) == 0 {
+						ops = append(ops, Op{Kind: Delete, Key: k})
+					} else {
+						ops = append(ops, Op{Kind: Put, Key: k, Value: fmt.Appendf(nil, `{"host":"10.0.0.%d"}`, i%250)})
+					}
+				}
+				rev := int64(i + 1)
+				x.Applied(src, ops, rev)
+				for _, o := range ops {
+					drop(o.Key)
+					if o.Kind == Put {
+						owner[o.Key] = src
+						if entries[src] == nil {
+							entries[src] = map[string]Entry{}
+						}
+						entries[src][o.Key] = Entry{Sum: SumOf(o.Value), ModRev: rev}
+					}
+				}
+				if rng.IntN(50) == 0 { // another cluster takes a key
+					k := key()
+					x.Refresh([]KV{{Key: k, Value: []byte(`{"host":"10.9.9.9","cluster":"c2","source":"service/z/z"}`), ModRev: rev}}, nil)
+					drop(k)
+				}
+				if x.Len() != len(owner) {
+					t.Fatalf("step %d: len %d, want %d", i, x.Len(), len(owner))
+				}
+				want := slices.Sorted(maps.Keys(entries))
+				if got := x.Sources(); !slices.Equal(got, want) {
+					t.Fatalf("step %d: sources %v, want %v", i, got, want)
+				}
+				for _, s := range sources {
+					if got := x.Owned(s); !reflect.DeepEqual(got, entries[s]) && (len(got) != 0 || len(entries[s]) != 0) {
+						t.Fatalf("step %d: owned(%s) %v, want %v", i, s, got, entries[s])
+					}
+				}
+				for n := range 60 {
+					k := fmt.Sprintf("/skydns/local/cluster/k%d", n)
+					o, held := x.HeldBy(src)(k)
+					s, ours := owner[k]
+					if ours && s != src && (!held || o != "c1 "+s) || ours && s == src && held {
+						t.Fatalf("step %d: %s held by %q %v for %s, owner %q", i, k, o, held, src, s)
+					}
+				}
+			}
+		})
+	}
+}
