@@ -40,6 +40,13 @@ keyUsage=digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=DNS:*.etcd.$NS.svc,DNS:*.etcd.$NS.svc.$DOMAIN,DNS:etcd.$NS.svc,DNS:etcd.$NS.svc.$DOMAIN,DNS:localhost,IP:127.0.0.1"
 
+# etcd's grpc-proxy (components/etcd-proxy): serving its Service to dnsd.
+# Upstream it uses dnsd's client certificate, so this one only serves.
+cert etcd-proxy etcd-proxy "basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:etcd-proxy.$NS.svc,DNS:etcd-proxy.$NS.svc.$DOMAIN,DNS:localhost,IP:127.0.0.1"
+
 # Clients: the CN is the etcd user once etcd auth is on (deploy/README.md).
 for who in publisher dnsd; do
   cert "$who" "etcdns-$who" "basicConstraints=CA:FALSE
@@ -56,3 +63,4 @@ secret() { # SECRET CERT
 secret etcd-member-tls member
 secret publisher-etcd-tls publisher
 secret dnsd-etcd-tls dnsd
+secret etcd-proxy-tls etcd-proxy
