@@ -865,7 +865,26 @@ func deployRunProxy(t *testing.T, kube kubernetes.Interface, objs []*unstructure
 	}
 	// /health reads through to etcd: the readiness probe's condition.
 	harness.StartProcess(t, harness.Tool(t, "etcd"), run, env, func() error { return harness.HTTPOK(metrics + "/health") })
-	return "https://" + strings.Replace(listen, "127.0.0.1", "localhost", 1)
+	url := "https://" + strings.Replace(listen, "127.0.0.1", "localhost", 1)
+
+	// --trusted-ca-file makes the proxy require a client certificate: a
+	// client that verifies the proxy but shows none gets nothing.
+	ca, _ := deployArg(args, "trusted-ca-file")
+	tlsCfg, err := (transport.TLSInfo{TrustedCAFile: ca}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, TLS: tlsCfg, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := anon.Get(ctx, "/skydns/"); err == nil {
+		t.Errorf("the proxy answered a client without a certificate")
+	}
+	return url
 }
 
 // deployEtcd starts a one-member etcd as deploy/etcd configures its
