@@ -39,7 +39,7 @@ import (
 )
 
 // deployOverlays are the directories under deploy/overlays.
-var deployOverlays = []string{"single-cluster", "external-etcd", "node-local", "multicluster"}
+var deployOverlays = []string{"single-cluster", "external-etcd", "node-local", "multicluster", "node-local-proxied"}
 
 // deployUID is the user of the images (deploy/docker) and of every pod.
 const deployUID = 65532
@@ -65,6 +65,12 @@ func TestDeploy(t *testing.T) {
 		renders[o] = out
 		objects[o] = deployDecode(t, out)
 		t.Run("static/"+o, func(t *testing.T) { deployCheckStatic(t, objects[o]) })
+	}
+	t.Run("proxy/node-local-proxied", func(t *testing.T) { deployCheckProxy(t, objects["node-local-proxied"]) })
+	for _, o := range []string{"single-cluster", "node-local"} {
+		if slices.ContainsFunc(deployWorkloads(t, objects[o]), deployIsProxy) {
+			t.Errorf("%s: runs a grpc-proxy", o)
+		}
 	}
 	if t.Failed() {
 		return
@@ -458,6 +464,13 @@ func deployCheckCertificates(t *testing.T, pki string) {
 		verify("member", m+".etcd.etcdns.svc.cluster.local", x509.ExtKeyUsageServerAuth)
 	}
 	verify("member", "", x509.ExtKeyUsageClientAuth) // peers dial each other
+	// dnsd dials the proxy by its Service name.
+	verify("etcd-proxy", "etcd-proxy.etcdns.svc", x509.ExtKeyUsageServerAuth)
+	verify("etcd-proxy", "etcd-proxy.etcdns.svc.cluster.local", x509.ExtKeyUsageServerAuth)
+	// grpc-proxy refuses an upstream client certificate with a CN.
+	if c := verify("etcd-proxy-client", "", x509.ExtKeyUsageClientAuth); c.Subject.CommonName != "" {
+		t.Errorf("etcd-proxy-client: CN %q; grpc-proxy wants none", c.Subject.CommonName)
+	}
 	for _, p := range []string{"publisher", "dnsd"} {
 		if c := verify(p, "", x509.ExtKeyUsageClientAuth); c.Subject.CommonName != "etcdns-"+p {
 			t.Errorf("%s: CN %q, want etcdns-%s (its etcd user)", p, c.Subject.CommonName, p)
@@ -546,18 +559,34 @@ func deployCheckRBAC(t *testing.T, kube kubernetes.Interface) {
 // kubeconfig (in a pod: the same service account's token) are overridden.
 func deployRunOverlay(t *testing.T, root string, kube kubernetes.Interface, pki, kubeconfig, overlay string, objs []*unstructured.Unstructured) {
 	etcdURL := deployEtcd(t, pki)
+	workloads := deployWorkloads(t, objs)
+	// The grpc-proxies first, from their rendered args, in front of that
+	// etcd: a dnsd whose config names the proxy Service dials them.
+	proxyURL := ""
+	for _, w := range workloads {
+		if deployIsProxy(w) {
+			proxyURL = deployRunProxy(t, kube, objs, w, etcdURL)
+		}
+	}
 	var dnsds []string
-	for _, w := range deployWorkloads(t, objs) {
+	for _, w := range workloads {
 		c := w.spec.Containers[0]
 		image, _, _ := strings.Cut(c.Image, ":")
 		program := strings.TrimPrefix(image, "etcdns/")
 		if program == image {
-			continue // etcd: deployEtcd stands in for it
+			continue // etcd: deployEtcd stands in for it; proxies run above
 		}
 		bin := harness.BuildBinary(t, "./cmd/"+program)
 		args, env, config, mounted := deployMount(t, kube, objs, w, c)
 		deployCheckListen(t, w, c, config)
-		args = append(args, "--etcd.endpoints="+etcdURL)
+		endpoint := etcdURL
+		if strings.Contains(string(config), deployProxyEndpoint) {
+			if proxyURL == "" {
+				t.Fatalf("%s: etcd.endpoints is the proxy Service, but no proxy is rendered", w.name)
+			}
+			endpoint = proxyURL
+		}
+		args = append(args, "--etcd.endpoints="+endpoint)
 		if !regexp.MustCompile(`(?m)^\s*cert-file:\s*\S`).Match(config) {
 			// What the overlay's comment says client-certificate auth adds.
 			tls := mounted("etcd-tls")
@@ -609,6 +638,253 @@ func deployRunOverlay(t *testing.T, root string, kube kubernetes.Interface, pki,
 	if overlay == "single-cluster" {
 		deployCoreDNS(t, root, kube, etcdURL)
 	}
+}
+
+// deployProxyEndpoint is components/etcd-proxy's Service as dnsd dials it.
+const deployProxyEndpoint = "https://etcd-proxy.etcdns.svc:2379"
+
+// deployIsProxy: a workload running etcd's grpc-proxy.
+func deployIsProxy(w deployWorkload) bool {
+	c := w.spec.Containers[0]
+	return slices.Contains(c.Args, "grpc-proxy") || slices.Contains(c.Command, "grpc-proxy")
+}
+
+// deployArg is the value of --name in args, and whether it is there.
+func deployArg(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// deployCheckProxy checks what components/etcd-proxy adds: the node-local
+// dnsd's etcd is the proxy Service and only that; the proxy speaks TLS on
+// both sides with certs.sh's Secrets; only dnsd may reach it and it may
+// reach only etcd (and the DNS that resolves the members); a budget.
+func deployCheckProxy(t *testing.T, objs []*unstructured.Unstructured) {
+	find := func(kind, name string) *unstructured.Unstructured {
+		i := slices.IndexFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() == kind && o.GetName() == name })
+		if i < 0 {
+			t.Fatalf("no %s %s rendered", kind, name)
+		}
+		return objs[i]
+	}
+	configOf := func(w deployWorkload) map[string]map[string]any {
+		for _, v := range w.spec.Volumes {
+			if v.ConfigMap == nil {
+				continue
+			}
+			cm := find("ConfigMap", v.ConfigMap.Name)
+			data, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
+			var cfg map[string]map[string]any
+			if err := utilyaml.Unmarshal([]byte(data), &cfg); err != nil {
+				t.Fatalf("%s: %v", cm.GetName(), err)
+			}
+			return cfg
+		}
+		t.Fatalf("%s: no config volume", w.name)
+		return nil
+	}
+
+	// The Service dnsd names, on the port it dials, selecting the proxies.
+	svc := find("Service", "etcd-proxy")
+	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if len(ports) != 1 || fmt.Sprint(ports[0].(map[string]any)["port"]) != "2379" {
+		t.Errorf("Service etcd-proxy ports %v, want 2379 only", ports)
+	}
+	var proxies []deployWorkload
+	for _, w := range deployWorkloads(t, objs) {
+		if deployIsProxy(w) {
+			proxies = append(proxies, w)
+			for k, v := range sel {
+				if w.labels[k] != v {
+					t.Errorf("Service etcd-proxy selector %v does not select %s %s", sel, w.kind, w.name)
+				}
+			}
+			continue
+		}
+		if w.labels["app.kubernetes.io/name"] != "dnsd" {
+			continue
+		}
+		eps, _ := configOf(w)["etcd"]["endpoints"].([]any)
+		got := fmt.Sprint(eps)
+		switch w.kind {
+		case "DaemonSet":
+			if got != "["+deployProxyEndpoint+"]" {
+				t.Errorf("%s %s: etcd.endpoints %s, want only the proxy Service %s", w.kind, w.name, got, deployProxyEndpoint)
+			}
+		default:
+			// The few Deployment replicas stay on the members.
+			if strings.Contains(got, "etcd-proxy") || len(eps) != 3 {
+				t.Errorf("%s %s: etcd.endpoints %s, want the three members", w.kind, w.name, got)
+			}
+		}
+	}
+	if len(proxies) != 1 || proxies[0].kind != "Deployment" {
+		t.Fatalf("grpc-proxy workloads %v, want one Deployment", proxies)
+	}
+	p := proxies[0]
+	c := p.spec.Containers[0]
+	if c.Image != "gcr.io/etcd-development/etcd:v3.5.35" {
+		t.Errorf("proxy image %s, want deploy/etcd's etcd", c.Image)
+	}
+	// TLS both ways: each flag names a file of a mounted Secret.
+	secretOf := map[string]string{}
+	for _, v := range p.spec.Volumes {
+		if v.Secret != nil {
+			for _, m := range c.VolumeMounts {
+				if m.Name == v.Name {
+					secretOf[m.MountPath] = v.Secret.SecretName
+				}
+			}
+		}
+	}
+	for flag, want := range map[string]string{
+		"cacert": "etcd-proxy-client-tls/ca.crt", "cert": "etcd-proxy-client-tls/tls.crt", "key": "etcd-proxy-client-tls/tls.key",
+		"trusted-ca-file": "etcd-proxy-tls/ca.crt", "cert-file": "etcd-proxy-tls/tls.crt", "key-file": "etcd-proxy-tls/tls.key",
+	} {
+		v, ok := deployArg(c.Args, flag)
+		if got := secretOf[filepath.Dir(v)] + "/" + filepath.Base(v); !ok || got != want {
+			t.Errorf("proxy --%s=%q is %s, want %s", flag, v, got, want)
+		}
+	}
+	eps, _ := deployArg(c.Args, "endpoints")
+	for _, m := range []string{"etcd-0", "etcd-1", "etcd-2"} {
+		if !strings.Contains(eps, "https://"+m+".etcd.etcdns.svc:2379") {
+			t.Errorf("proxy --endpoints=%s lacks %s over https", eps, m)
+		}
+	}
+	if strings.Contains(eps, "http://") || slices.Contains(c.Args, "--insecure-skip-tls-verify") || slices.Contains(c.Args, "--auto-tls") {
+		t.Errorf("proxy args %v: plain or unverified TLS", c.Args)
+	}
+	if c.Resources.Requests.Cpu().IsZero() {
+		t.Errorf("proxy: no CPU request (the sizing rule is in cores)")
+	}
+
+	// Network: policies add up, so every one selecting the proxy counts.
+	var in, out []map[string]any
+	for _, o := range objs {
+		if o.GetKind() != "NetworkPolicy" {
+			continue
+		}
+		ps, _, _ := unstructured.NestedStringMap(o.Object, "spec", "podSelector", "matchLabels")
+		exprs, _, _ := unstructured.NestedSlice(o.Object, "spec", "podSelector", "matchExpressions")
+		selects := true
+		for k, v := range ps {
+			selects = selects && p.labels[k] == v
+		}
+		for _, e := range exprs {
+			e := e.(map[string]any)
+			vals, _, _ := unstructured.NestedStringSlice(e, "values")
+			if e["operator"] != "In" {
+				t.Fatalf("NetworkPolicy %s: operator %v; this check reads In only", o.GetName(), e["operator"])
+			}
+			selects = selects && slices.Contains(vals, p.labels[fmt.Sprint(e["key"])])
+		}
+		if !selects {
+			continue
+		}
+		types, _, _ := unstructured.NestedStringSlice(o.Object, "spec", "policyTypes")
+		for _, typ := range types {
+			field := map[string]string{"Ingress": "ingress", "Egress": "egress"}[typ]
+			rules, _, _ := unstructured.NestedSlice(o.Object, "spec", field)
+			for _, r := range rules {
+				if typ == "Ingress" {
+					in = append(in, r.(map[string]any))
+				} else {
+					out = append(out, r.(map[string]any))
+				}
+			}
+		}
+	}
+	if len(in) == 0 || len(out) == 0 {
+		t.Fatalf("proxy: ingress rules %v, egress rules %v; want both restricted", in, out)
+	}
+	onlyPort := func(r map[string]any, port string) bool {
+		ps, _ := r["ports"].([]any)
+		return len(ps) == 1 && fmt.Sprint(ps[0].(map[string]any)["port"]) == port
+	}
+	peers := func(r map[string]any, key string) string {
+		b, _ := json.Marshal(r[key])
+		return string(b)
+	}
+	for _, r := range in {
+		switch from := peers(r, "from"); {
+		case from == `[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"dnsd"}}}]` && onlyPort(r, "client"):
+		case from == `[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]` && onlyPort(r, "metrics"):
+		default:
+			t.Errorf("proxy admits %s on %v; only dnsd (client port) and monitoring (metrics)", from, r["ports"])
+		}
+	}
+	for _, r := range out {
+		switch to := peers(r, "to"); {
+		case to == `[{"podSelector":{"matchLabels":{"app.kubernetes.io/name":"etcd"}}}]` && onlyPort(r, "2379"):
+		case strings.Contains(to, `"k8s-app":"kube-dns"`) && strings.Contains(to, `"kube-system"`):
+		default:
+			t.Errorf("proxy may reach %s on %v; only the etcd members and the cluster's DNS", to, r["ports"])
+		}
+	}
+	// The members admit the proxy, and dnsd may leave for it.
+	for name, want := range map[string]string{"etcd-from-proxy": "etcd-proxy", "etcd-proxy-clients": "etcd-proxy"} {
+		b, _ := json.Marshal(find("NetworkPolicy", name).Object["spec"])
+		if !strings.Contains(string(b), `"app.kubernetes.io/name":"`+want+`"`) {
+			t.Errorf("NetworkPolicy %s: %s", name, b)
+		}
+	}
+	if pdb := find("PodDisruptionBudget", "etcd-proxy"); pdb != nil {
+		if l, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels"); l["app.kubernetes.io/name"] != "etcd-proxy" {
+			t.Errorf("PodDisruptionBudget etcd-proxy selects %v", l)
+		}
+	}
+}
+
+// deployRunProxy runs a rendered grpc-proxy (its args, its Secrets
+// mounted) in front of etcdURL on loopback and returns the URL dnsd dials:
+// localhost, which certs.sh's proxy certificate names beside the Service.
+func deployRunProxy(t *testing.T, kube kubernetes.Interface, objs []*unstructured.Unstructured, w deployWorkload, etcdURL string) string {
+	t.Helper()
+	args, env, _, _ := deployMount(t, kube, objs, w, w.spec.Containers[0])
+	listen := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+	metrics := fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))
+	// Only the addresses change: the members become the test's etcd.
+	var run []string
+	for _, a := range args {
+		if _, ok := deployArg([]string{a}, "listen-addr"); ok {
+			a = "--listen-addr=" + listen
+		}
+		if _, ok := deployArg([]string{a}, "endpoints"); ok {
+			a = "--endpoints=" + etcdURL
+		}
+		if _, ok := deployArg([]string{a}, "metrics-addr"); ok {
+			a = "--metrics-addr=" + metrics
+		}
+		run = append(run, a)
+	}
+	// /health reads through to etcd: the readiness probe's condition.
+	harness.StartProcess(t, harness.Tool(t, "etcd"), run, env, func() error { return harness.HTTPOK(metrics + "/health") })
+	url := "https://" + strings.Replace(listen, "127.0.0.1", "localhost", 1)
+
+	// --trusted-ca-file makes the proxy require a client certificate: a
+	// client that verifies the proxy but shows none gets nothing.
+	ca, _ := deployArg(args, "trusted-ca-file")
+	tlsCfg, err := (transport.TLSInfo{TrustedCAFile: ca}).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := clientv3.New(clientv3.Config{Endpoints: []string{url}, TLS: tlsCfg, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := anon.Get(ctx, "/skydns/"); err == nil {
+		t.Errorf("the proxy answered a client without a certificate")
+	}
+	return url
 }
 
 // deployEtcd starts a one-member etcd as deploy/etcd configures its
@@ -690,6 +966,8 @@ func deployMount(t *testing.T, kube kubernetes.Interface, objs []*unstructured.U
 				files[k] = []byte(move(d))
 			}
 			config = []byte(data["config.yaml"])
+		case v.EmptyDir != nil:
+			// An empty directory, made below.
 		case v.Secret != nil:
 			s, err := kube.CoreV1().Secrets("etcdns").Get(context.Background(), v.Secret.SecretName, metav1.GetOptions{})
 			if err != nil {

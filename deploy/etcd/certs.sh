@@ -23,11 +23,13 @@ if [[ ! -f ca.crt ]]; then
     -keyout ca.key -out ca.crt 2>/dev/null
 fi
 
-# cert NAME CN EXTENSIONS: a key and a certificate signed by the CA.
+# cert NAME SUBJECT EXTENSIONS: a key and a certificate signed by the CA.
+# A SUBJECT without a slash is the CN.
 cert() {
-  local name=$1 cn=$2 ext=$3
+  local name=$1 subj=$2 ext=$3
   [[ -f $name.crt ]] && return
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" -keyout "$name.key" -out "$name.csr" 2>/dev/null
+  [[ $subj == /* ]] || subj="/CN=$subj"
+  openssl req -newkey rsa:2048 -nodes -subj "$subj" -keyout "$name.key" -out "$name.csr" 2>/dev/null
   openssl x509 -req -in "$name.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days "$DAYS" \
     -extfile <(printf '%s\n' "$ext") -out "$name.crt" 2>/dev/null
   rm "$name.csr"
@@ -39,6 +41,19 @@ cert member etcd "basicConstraints=CA:FALSE
 keyUsage=digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=DNS:*.etcd.$NS.svc,DNS:*.etcd.$NS.svc.$DOMAIN,DNS:etcd.$NS.svc,DNS:etcd.$NS.svc.$DOMAIN,DNS:localhost,IP:127.0.0.1"
+
+# etcd's grpc-proxy (components/etcd-proxy): serving its Service to dnsd,
+# and a client of the members. grpc-proxy refuses an upstream certificate
+# with a CN (which would make every forwarded request that etcd user), so
+# the client one has none: with etcd auth on, the proxy forwards each
+# client's own token (password auth, deploy/README.md).
+cert etcd-proxy etcd-proxy "basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:etcd-proxy.$NS.svc,DNS:etcd-proxy.$NS.svc.$DOMAIN,DNS:localhost,IP:127.0.0.1"
+cert etcd-proxy-client /O=etcdns-etcd-proxy "basicConstraints=CA:FALSE
+keyUsage=digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
 
 # Clients: the CN is the etcd user once etcd auth is on (deploy/README.md).
 for who in publisher dnsd; do
@@ -56,3 +71,5 @@ secret() { # SECRET CERT
 secret etcd-member-tls member
 secret publisher-etcd-tls publisher
 secret dnsd-etcd-tls dnsd
+secret etcd-proxy-tls etcd-proxy
+secret etcd-proxy-client-tls etcd-proxy-client
