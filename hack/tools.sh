@@ -3,6 +3,8 @@
 # against (etcd, etcdctl, kube-apiserver, CoreDNS from source via the Go
 # module proxy; external-dns's coredns provider as hack/externaldns;
 # dnsperf, dig, kdig, knotd, promtool from apt) into .cache/tools/bin.
+# Besides the pinned etcd, the newer etcd releases the tests run across
+# (rolling upgrades) are installed as etcd-<minor>.
 #
 # A fresh machine needs only Go and apt. Each component is skipped when its
 # binary already reports the pinned version, so a second run takes seconds.
@@ -12,6 +14,11 @@
 set -euo pipefail
 
 ETCD_VERSION=v3.5.35
+# Newer etcd servers the tests run across, each installed as etcd-<minor>:
+# the newest patch of each minor release after the pinned one. etcd
+# supports upgrading one minor release at a time, so every minor on the
+# road from ETCD_VERSION to the newest release is here.
+ETCD_RELEASES=(v3.6.16 v3.7.3)
 KUBE_VERSION=v1.31.4
 COREDNS_VERSION=v1.11.4
 # external-dns: the newest release that builds with the Go of go.mod (v0.23
@@ -90,7 +97,7 @@ component() {
   # Not "build || fail": bash ignores set -e inside a function called from
   # a || list, so a failing step would go unnoticed.
   set +e
-  (set -e; "$build") >"$WORK/$name.log" 2>&1
+  (set -e; "$build" "$version") >"$WORK/$name.log" 2>&1
   rc=$?
   set -e
   if [[ $rc != 0 ]]; then
@@ -127,6 +134,24 @@ EOF
   in_module "$mod" go mod tidy
   in_module "$mod" go build -o "$BIN/etcd" go.etcd.io/etcd/server/v3
   in_module "$mod" go build -o "$BIN/etcdctl" go.etcd.io/etcd/etcdctl/v3
+}
+
+# build_etcd_release VERSION: only the server, as etcd-<minor>; the pinned
+# etcdctl speaks to every 3.x server.
+build_etcd_release() {
+  local version="$1" minor mod
+  minor="${version#v}"; minor="${minor%.*}"
+  mod="$(new_module "etcd-$minor")"
+  cat >"$mod/tools.go" <<'EOF'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+EOF
+  in_module "$mod" go mod edit -require="go.etcd.io/etcd/server/v3@$version"
+  in_module "$mod" go mod tidy
+  in_module "$mod" go build -o "$BIN/etcd-$minor" go.etcd.io/etcd/server/v3
 }
 
 build_kube_apiserver() {
@@ -199,6 +224,10 @@ build_externaldns() { externaldns_at "$EXTERNALDNS_VERSION" externaldns; }
 build_externaldns_old() { externaldns_at "$EXTERNALDNS_OLD_VERSION" externaldns-old; }
 
 component etcd "$ETCD_VERSION" build_etcd etcd etcdctl
+for v in "${ETCD_RELEASES[@]}"; do
+  m="${v#v}"; m="${m%.*}"
+  component "etcd-$m" "$v" build_etcd_release "etcd-$m"
+done
 component kube-apiserver "$KUBE_VERSION" build_kube_apiserver kube-apiserver
 component coredns "$COREDNS_VERSION" build_coredns coredns
 component externaldns "$EXTERNALDNS_VERSION" build_externaldns externaldns

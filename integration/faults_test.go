@@ -721,6 +721,14 @@ func (l *faultLoad) Stop() faultLoadStats {
 // as the publisher does: records in both are not touched.
 func faultChange(t *testing.T, cli *clientv3.Client, old, new []keys.Record) {
 	t.Helper()
+	if err := faultTxn(context.Background(), cli, old, new); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// faultTxn is faultChange returning its error, for a writer that goes on
+// when one write fails.
+func faultTxn(ctx context.Context, cli *clientv3.Client, old, new []keys.Record) error {
 	puts := map[string]string{}
 	for _, r := range new {
 		puts[r.Key] = string(r.Value.Encode())
@@ -734,9 +742,8 @@ func faultChange(t *testing.T, cli *clientv3.Client, old, new []keys.Record) {
 	for k, v := range puts {
 		ops = append(ops, clientv3.OpPut(k, v))
 	}
-	if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
-		t.Fatal(err)
-	}
+	_, err := cli.Txn(ctx).Then(ops...).Commit()
+	return err
 }
 
 // faultDnsd is startDnsd with the etcd endpoint given: a proxy's.

@@ -7,7 +7,11 @@
 //
 // Third-party binaries come from <repo root>/.cache/tools/bin, installed by
 // hack/tools.sh. A missing binary fails the test, so CI cannot pass by
-// skipping; set ETCDNS_ALLOW_SKIP=1 to skip instead.
+// skipping; set ETCDNS_ALLOW_SKIP=1 to skip instead. A directory named by
+// ETCDNS_TOOLS_DIR is looked in first, to try binaries built elsewhere (a new
+// etcd release) without replacing the installed ones. Besides the pinned etcd,
+// the newer etcd releases are installed as etcd-<minor> ("etcd-3.6"):
+// WithEtcdTool starts etcd from one, and Etcd.Upgrade moves a member to one.
 //
 // The package is Linux-only: it relies on process groups and the parent
 // death signal so that no process outlives the test binary.

@@ -25,6 +25,21 @@ type EtcdOption func(*etcdConfig)
 
 type etcdConfig struct {
 	args []string
+	tool string
+}
+
+// WithEtcdTool runs the etcd binary installed by hack/tools.sh under name,
+// for example "etcd-3.6", instead of the pinned "etcd".
+func WithEtcdTool(name string) EtcdOption {
+	return func(c *etcdConfig) { c.tool = name }
+}
+
+func (c *etcdConfig) bin(t testing.TB) string {
+	t.Helper()
+	if c.tool == "" {
+		return Tool(t, "etcd")
+	}
+	return Tool(t, c.tool)
 }
 
 // WithEtcdArgs passes extra flags to etcd, for example
@@ -37,11 +52,11 @@ func WithEtcdArgs(args ...string) EtcdOption {
 // reports healthy.
 func StartEtcd(t testing.TB, opts ...EtcdOption) *Etcd {
 	t.Helper()
-	bin := Tool(t, "etcd")
 	var cfg etcdConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	bin := cfg.bin(t)
 	e := &Etcd{
 		Endpoint: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
 		PeerURL:  fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
@@ -86,4 +101,16 @@ func (e *Etcd) Client(t testing.TB) *clientv3.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// Upgrade stops e and starts the etcd binary installed under tool (for
+// example "etcd-3.6") in its place, on the same data directory, ports and
+// flags, as one step of a rolling upgrade (or downgrade), and waits until it
+// is healthy. Later Start and Restart calls run the new binary.
+func (e *Etcd) Upgrade(t testing.TB, tool string) {
+	t.Helper()
+	bin := Tool(t, tool)
+	e.Stop()
+	e.Path = bin
+	e.Start()
 }

@@ -23,11 +23,11 @@ type EtcdCluster struct {
 // peers is up, so none can be waited for alone.
 func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *EtcdCluster {
 	t.Helper()
-	bin := Tool(t, "etcd")
 	var cfg etcdConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
+	bin := cfg.bin(t)
 	c := &EtcdCluster{}
 	var initial []string
 	for i := range n {

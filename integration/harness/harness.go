@@ -46,9 +46,18 @@ func RepoRoot(t testing.TB) string {
 	return root
 }
 
-// Tool returns the path of a binary installed by hack/tools.sh.
+// Tool returns the path of a binary installed by hack/tools.sh. A directory
+// named by ETCDNS_TOOLS_DIR is looked in first, so a test can run against a
+// binary built elsewhere (a new etcd release being tried) without replacing
+// the installed one that other tests use.
 func Tool(t testing.TB, name string) string {
 	t.Helper()
+	if dir := os.Getenv("ETCDNS_TOOLS_DIR"); dir != "" {
+		p := filepath.Join(dir, name)
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
 	p := filepath.Join(RepoRoot(t), ".cache", "tools", "bin", name)
 	if _, err := os.Stat(p); err != nil {
 		missing(t, fmt.Sprintf("%s not found at %s: run hack/tools.sh", name, p))
