@@ -248,9 +248,18 @@ func (c *EtcdCluster) ReplaceMember(t testing.TB, i int) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	added, err := cli.MemberAdd(ctx, []string{old.PeerURL})
-	if err != nil {
-		t.Fatalf("etcd member add: %v", err)
+	// The same check refuses an add until the members left have been
+	// connected for a few seconds, as after a restart of one of them.
+	var added *clientv3.MemberAddResponse
+	for {
+		added, err = cli.MemberAdd(ctx, []string{old.PeerURL})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("etcd member add: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	c.gen++
 	m := &EtcdMember{
