@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // EtcdCluster is a cluster of real etcd members on loopback. Each member
@@ -171,7 +172,7 @@ func (c *EtcdCluster) leader() (int, bool) {
 	votes := map[uint64]int{}
 	ids := map[uint64]int{}
 	for i, m := range c.Members {
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint}, DialTimeout: time.Second})
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.Endpoint}, DialTimeout: time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			continue
 		}
@@ -220,7 +221,7 @@ func (c *EtcdCluster) ReplaceMember(t testing.TB, i int) {
 			others = append(others, m.Endpoint)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: others, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
