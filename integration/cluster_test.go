@@ -20,69 +20,147 @@ import (
 // blind: after each, a new change is answered by every frontend within
 // clusterBound of its put, no query goes unanswered or wrong, and the watch
 // restarts say why. The blind time of each fault is logged, not asserted.
-func TestClusterFaultsNeverBlind(t *testing.T) {
-	const clusterBound = 5 * time.Second
-	c := harness.StartEtcdCluster(t, 3)
-	clients := make([]*clientv3.Client, 3)
-	for i, m := range c.Members {
-		clients[i] = m.Client(t)
+// clusterBound is how soon after its put every frontend must answer a
+// change, whatever one member does.
+const clusterBound = 5 * time.Second
+
+// clusterRig is a real 3-member etcd cluster with two dnsd frontends, each
+// given every member and each under a steady query load.
+type clusterRig struct {
+	t       *testing.T
+	c       *harness.EtcdCluster
+	clients []*clientv3.Client // one per member, that member only
+	fronts  []*dnsdInstance
+	loads   []*faultLoad
+	failed  []int64 // load failures already reported, per frontend
+	changes int
+}
+
+func newClusterRig(t *testing.T) *clusterRig {
+	r := &clusterRig{t: t, c: harness.StartEtcdCluster(t, 3)}
+	r.clients = make([]*clientv3.Client, 3)
+	for i, m := range r.c.Members {
+		r.clients[i] = m.Client(t)
 	}
 	steady := clusterCheck("steady", "10.1.0.1")
-	clusterPut(t, clients[0], "steady", "10.1.0.1")
-	fronts := []*dnsdInstance{
-		faultDnsd(t, strings.Join(c.Endpoints(), ",")),
-		faultDnsd(t, strings.Join(c.Endpoints(), ",")),
+	clusterPut(t, r.clients[0], "steady", "10.1.0.1")
+	r.fronts = []*dnsdInstance{
+		faultDnsd(t, strings.Join(r.c.Endpoints(), ",")),
+		faultDnsd(t, strings.Join(r.c.Endpoints(), ",")),
 	}
-	var loads []*faultLoad
-	for _, d := range fronts {
+	for _, d := range r.fronts {
 		waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, []check{steady}) })
-		loads = append(loads, startFaultLoad(d.Addr, 100, []check{steady}))
+		r.loads = append(r.loads, startFaultLoad(d.Addr, 100, []check{steady}))
 	}
-	restarts := func(reasons ...string) []float64 {
-		out := make([]float64, len(fronts))
-		for i, d := range fronts {
-			for _, r := range reasons {
-				out[i] += faultMetric(t, d.Metrics, fmt.Sprintf("etcdns_dnsd_watch_restarts_total{reason=%q}", r))
-			}
+	r.failed = make([]int64, len(r.fronts))
+	return r
+}
+
+// restarts sums each frontend's watch restarts for the reasons given.
+func (r *clusterRig) restarts(reasons ...string) []float64 {
+	out := make([]float64, len(r.fronts))
+	for i, d := range r.fronts {
+		for _, reason := range reasons {
+			out[i] += faultMetric(r.t, d.Metrics, fmt.Sprintf("etcdns_dnsd_watch_restarts_total{reason=%q}", reason))
 		}
-		return out
 	}
-	watched := func(d *dnsdInstance) int {
-		for i, ep := range c.Endpoints() {
-			if faultMetric(t, d.Metrics, fmt.Sprintf("etcdns_dnsd_watch_endpoint{endpoint=%q}", ep)) == 1 {
-				return i
-			}
+	return out
+}
+
+// watched is the member whose endpoint d's watch reads from.
+func (r *clusterRig) watched(d *dnsdInstance) int {
+	for i, ep := range r.c.Endpoints() {
+		if faultMetric(r.t, d.Metrics, fmt.Sprintf("etcdns_dnsd_watch_endpoint{endpoint=%q}", ep)) == 1 {
+			return i
 		}
-		t.Fatalf("dnsd at %s reports no watch endpoint", d.Addr)
-		return -1
 	}
-	changes := 0
-	// change writes a new record through member via and returns how long
-	// the slowest frontend took to answer it after the put succeeded.
-	change := func(via int) time.Duration {
-		t.Helper()
-		changes++
-		name, ip := fmt.Sprintf("change%d", changes), fmt.Sprintf("10.2.0.%d", changes)
-		put := clusterPut(t, clients[via], name, ip)
-		ch := clusterCheck(name, ip)
-		var slowest time.Duration
-		for _, d := range fronts {
-			waitFor(t, clusterBound+time.Since(put), func() error { return faultAnswers(d.Addr, []check{ch}) })
-			slowest = max(slowest, time.Since(put))
-		}
-		if slowest > clusterBound {
-			t.Errorf("change %s answered by every frontend %v after its put, want within %v", name, slowest, clusterBound)
-		}
-		return slowest
+	r.t.Fatalf("dnsd at %s reports no watch endpoint", d.Addr)
+	return -1
+}
+
+// change writes a new record through member via and returns how long
+// the slowest frontend took to answer it after the put succeeded.
+func (r *clusterRig) change(via int) time.Duration {
+	t := r.t
+	t.Helper()
+	r.changes++
+	name, ip := fmt.Sprintf("change%d", r.changes), fmt.Sprintf("10.2.0.%d", r.changes)
+	put := clusterPut(t, r.clients[via], name, ip)
+	ch := clusterCheck(name, ip)
+	var slowest time.Duration
+	for _, d := range r.fronts {
+		waitFor(t, clusterBound+time.Since(put), func() error { return faultAnswers(d.Addr, []check{ch}) })
+		slowest = max(slowest, time.Since(put))
 	}
-	other := func(not ...int) int {
-		for i := range c.Members {
-			if !containsInt(not, i) {
-				return i
-			}
-		}
-		return -1
+	if slowest > clusterBound {
+		t.Errorf("change %s answered by every frontend %v after its put, want within %v", name, slowest, clusterBound)
 	}
+	return slowest
+}
+
+// other is the first member not among not.
+func (r *clusterRig) other(not ...int) int {
+	for i := range r.c.Members {
+		if !containsInt(not, i) {
+			return i
+		}
+	}
+	return -1
+}
+
+// noFailures fails the test if a load saw a wrong, failed or missing
+// answer (SERVFAIL included) since the last call; fault names the case.
+func (r *clusterRig) noFailures(fault string) {
+	r.t.Helper()
+	for i, ld := range r.loads {
+		n := ld.failed.Load()
+		if n > r.failed[i] {
+			ld.mu.Lock()
+			r.t.Errorf("%s: frontend %d: %d queries failed: %v", fault, i, n-r.failed[i], ld.failures)
+			ld.mu.Unlock()
+		}
+		r.failed[i] = n
+	}
+}
+
+// moveLeader makes member to the leader, unless it already is.
+func (r *clusterRig) moveLeader(to int) {
+	t := r.t
+	t.Helper()
+	l := r.c.Leader(t)
+	if l == to {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := r.clients[to].Status(ctx, r.c.Members[to].Endpoint)
+	if err == nil {
+		_, err = r.clients[l].MoveLeader(ctx, st.Header.MemberId)
+	}
+	if err != nil {
+		t.Fatalf("moving the leader from member %d to %d: %v", l, to, err)
+	}
+	if l = r.c.Leader(t); l != to {
+		t.Fatalf("leader is member %d after moving it to %d", l, to)
+	}
+}
+
+// stopLoads ends the loads and fails the test if any query failed or none
+// was sent.
+func (r *clusterRig) stopLoads() {
+	for i, ld := range r.loads {
+		st := ld.Stop()
+		r.t.Logf("frontend %d: %d queries in %v, %d failed", i, st.sent, st.took.Round(time.Millisecond), st.failed)
+		if st.failed > 0 || st.sent == 0 {
+			r.t.Errorf("frontend %d: %d of %d queries failed: %v", i, st.failed, st.sent, st.failures)
+		}
+	}
+}
+
+func TestClusterFaultsNeverBlind(t *testing.T) {
+	r := newClusterRig(t)
+	c, fronts := r.c, r.fronts
+	restarts, watched, change, other := r.restarts, r.watched, r.change, r.other
 	blind := map[string]time.Duration{}
 	change(0) // all current before the faults
 
@@ -121,21 +199,8 @@ func TestClusterFaultsNeverBlind(t *testing.T) {
 
 	// 2. The leader killed (and started again); leadership is moved first
 	// to the member the first frontend watches, so that its watch is lost.
+	r.moveLeader(watched(fronts[0]))
 	l := c.Leader(t)
-	if w := watched(fronts[0]); w != l {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		st, err := clients[w].Status(ctx, c.Members[w].Endpoint)
-		if err == nil {
-			_, err = clients[l].MoveLeader(ctx, st.Header.MemberId)
-		}
-		cancel()
-		if err != nil {
-			t.Fatalf("moving the leader from member %d to %d: %v", l, w, err)
-		}
-		if l = c.Leader(t); l != w {
-			t.Fatalf("leader is member %d after moving it to %d", l, w)
-		}
-	}
 	onLeader := make([]bool, len(fronts))
 	for i, d := range fronts {
 		onLeader[i] = watched(d) == l
@@ -187,14 +252,91 @@ func TestClusterFaultsNeverBlind(t *testing.T) {
 	}
 	t.Logf("restarts{no_leader} by frontend after the quorum loss: %v", lost)
 
-	for i, ld := range loads {
-		st := ld.Stop()
-		t.Logf("frontend %d: %d queries in %v, %d failed", i, st.sent, st.took.Round(time.Millisecond), st.failed)
-		if st.failed > 0 || st.sent == 0 {
-			t.Errorf("frontend %d: %d of %d queries failed: %v", i, st.failed, st.sent, st.failures)
+	r.stopLoads()
+	for _, f := range []string{"member holding the watch frozen", "leader killed", "quorum lost and restored"} {
+		t.Logf("blind time, %s: %v (put to answered on every frontend; shared 2-vCPU VM)", f, blind[f].Round(time.Millisecond))
+	}
+}
+
+// Issue 23 and issue 18: the faults of the peer network and of the
+// cluster's membership, on the member a frontend watches. After each, a new
+// change is answered by every frontend within clusterBound of its put and
+// no query fails; the blind time is logged, not asserted.
+func TestClusterFaultsPeers(t *testing.T) {
+	r := newClusterRig(t)
+	c, fronts := r.c, r.fronts
+	blind := map[string]time.Duration{}
+	var order []string
+	logBlind := func(fault string, d time.Duration) {
+		blind[fault] = d
+		order = append(order, fault)
+		r.noFailures(fault)
+	}
+	r.change(0) // all current before the faults
+
+	// (a) The member frontend 0 watches cut off from its peers while its
+	// clients still reach it. It keeps answering, from a state that no
+	// longer moves; once it has had no leader for a few election timeouts
+	// etcd cancels its WithRequireLeader watches ("no leader"), and dnsd
+	// resumes on another member.
+	m := r.watched(fronts[0])
+	before := r.restarts("no_leader", "progress_timeout")
+	t.Logf("isolating member %d from its peers, which frontend 0 watches", m)
+	c.Isolate(m)
+	logBlind("watched member isolated from its peers", r.change(r.other(m)))
+	after := r.restarts("no_leader", "progress_timeout")
+	t.Logf("restarts{no_leader}+{progress_timeout}: before %v, after %v; no_leader alone: %v", before, after, r.restarts("no_leader"))
+	if after[0] <= before[0] {
+		t.Errorf("frontend 0 watched the isolated member, but restarts{no_leader,progress_timeout} did not move (%v)", after[0])
+	}
+	for i, d := range fronts {
+		if r.watched(d) == m {
+			t.Errorf("frontend %d still watches the isolated member %d", i, m)
 		}
 	}
-	for _, f := range []string{"member holding the watch frozen", "leader killed", "quorum lost and restored"} {
+	c.Heal(m)
+	waitFor(t, 30*time.Second, func() error { return harness.HTTPOK(c.Members[m].Endpoint + "/health") })
+
+	// (b) The member frontend 0 watches made slow: everything it exchanges
+	// with its peers arrives a second late, so it stays in the cluster, has
+	// a leader and applies every change late. It is made a follower first:
+	// a slow leader is voted out, which is another fault. dnsd does not yet
+	// detect a member that is alive but behind (its progress requests are
+	// answered, its leader is there), so the change reaches frontend 0 only
+	// as late as the member applies it: the blind time is about the delay.
+	m = r.watched(fronts[0])
+	r.moveLeader(r.other(m))
+	t.Logf("delaying member %d's peer traffic by 1s, which frontend 0 watches", m)
+	c.DelayPeers(m, time.Second)
+	time.Sleep(2 * time.Second) // what was in flight before arrives
+	logBlind("watched member's peer traffic 1s late", r.change(c.Leader(t)))
+	t.Logf("frontend 0 watches member %d after the late change (%d delayed): nothing moved it", r.watched(fronts[0]), m)
+	c.DelayPeers(m, 0)
+	r.change(m) // caught up, and writes through it again
+
+	// (c) Every member stopped and started again in turn: a change while it
+	// is down (through another member) and one after (through itself).
+	for i := range c.Members {
+		c.Members[i].Stop()
+		logBlind(fmt.Sprintf("member %d stopped", i), r.change(r.other(i)))
+		c.Members[i].Start()
+		logBlind(fmt.Sprintf("member %d started again", i), r.change(i))
+	}
+
+	// (d) The member frontend 0 watches replaced: killed, removed, and an
+	// empty one added on the same URLs, which catches up from the others.
+	m = r.watched(fronts[0])
+	t.Logf("replacing member %d, which frontend 0 watches", m)
+	// ReplaceMember kills the member itself and takes seconds to remove and
+	// add, so the frontends have moved before the change below: its blind
+	// time is that of the replacement settling, not of the kill ("leader
+	// killed" in TestClusterFaultsNeverBlind times a kill).
+	c.ReplaceMember(t, m)
+	logBlind("watched member replaced", r.change(r.other(m)))
+	logBlind("change through the replacement", r.change(m))
+
+	r.stopLoads()
+	for _, f := range order {
 		t.Logf("blind time, %s: %v (put to answered on every frontend; shared 2-vCPU VM)", f, blind[f].Round(time.Millisecond))
 	}
 }
