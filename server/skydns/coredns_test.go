@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -24,8 +23,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/skydns"
 	"github.com/etcdns/etcdns/server/snap"
@@ -339,7 +338,7 @@ func TestCoreDNSMulti(t *testing.T)  { runPorted(t, multiZones, multiValues, mul
 // loads and half after, so both the load and the watch feed the answers,
 // then asks every case.
 func runPorted(t *testing.T, zones []string, values []value, cases []tcase) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	half := len(values) / 2
 	for _, v := range values[:half] {
 		put(t, cli, v)
@@ -479,34 +478,6 @@ func uitoa(n uint32) string {
 		n /= 10
 	}
 	return string(b)
-}
-
-// startEtcd runs an in-process etcd on loopback ports the kernel picks.
-func startEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
-	u0, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*u0}, []url.URL{*u0}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*u0}, []url.URL{*u0}
-	cfg.InitialCluster = cfg.Name + "=" + u0.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("embedded etcd not ready")
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
 }
 
 func startStore(t *testing.T, cli *clientv3.Client, zones []string) *store.Store {

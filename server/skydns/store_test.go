@@ -7,6 +7,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/etcdns/etcdns/internal/testetcd"
 )
 
 // In a SkyDNS zone a malformed value is skipped and counted, and the
@@ -14,7 +16,7 @@ import (
 // answers through the watch, and a value broken by a later write stops
 // answering instead of serving its old content.
 func TestSkyDNSMalformedAndWatch(t *testing.T) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	ctx := context.Background()
 	mustPut := func(k, v string) int64 {
 		t.Helper()

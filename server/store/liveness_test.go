@@ -4,12 +4,15 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/internal/testetcd"
 )
 
 // freezer is a TCP proxy to etcd that can stop passing bytes while keeping
@@ -90,8 +93,8 @@ func client(t *testing.T, endpoint string) *clientv3.Client {
 // revision, without a relist; a healthy idle stream is kept alive by its
 // progress answers; the staleness metric rises while blind and returns to 0.
 func TestQuietStreamMovesToNextEndpoint(t *testing.T) {
-	cli := startEtcd(t)
-	direct := cli.Endpoints()[0]
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://") // host:port, for the freezer
 	frz := startFreezer(t, direct)
 	a, b := "frozen-to-be", "healthy"
 	loads := 0

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,38 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/server/snap"
 )
-
-// startEtcd runs an in-process etcd on loopback ports the kernel picks.
-func startEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.LogLevel = "error"
-	u0, _ := url.Parse("http://127.0.0.1:0")
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*u0}, []url.URL{*u0}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*u0}, []url.URL{*u0}
-	cfg.InitialCluster = cfg.Name + "=" + u0.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("embedded etcd not ready")
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e.Clients[0].Addr().String()}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	return cli
-}
 
 var testZones = []snap.Config{
 	{Name: "cluster.local", Prefix: "/skydns", TTL: 5},
@@ -111,7 +82,7 @@ func eventually(t *testing.T, what string, ok func() bool) {
 }
 
 func TestLoadPaginatesAtOneRevision(t *testing.T) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	n := testPageSize*2 + 17
 	for i := range n {
 		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
@@ -132,7 +103,7 @@ func TestLoadPaginatesAtOneRevision(t *testing.T) {
 }
 
 func TestWatchAppliesTransactionsWhole(t *testing.T) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
 	s := startStore(t, cli, nil)
 	if got := addrs(s.Snapshot(), "a.ns.svc.cluster.local"); len(got) != 1 {
@@ -195,7 +166,7 @@ func TestWatchAppliesTransactionsWhole(t *testing.T) {
 }
 
 func TestMalformedValueIsSkippedAndCounted(t *testing.T) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/good", `{"host":"10.0.0.1"}`)
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/bad", `{"host":`)
 	s := startStore(t, cli, nil)
@@ -224,7 +195,7 @@ func TestMalformedValueIsSkippedAndCounted(t *testing.T) {
 }
 
 func TestCompactionRelists(t *testing.T) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
 	var once bool
 	// Between the first load and its watch, the data moves on and the
@@ -266,7 +237,7 @@ func value(m prometheus.Metric) float64 {
 // Stub keys are loaded and watched with their zone, into the stub table
 // and never into records; a broken one is skipped and counted.
 func TestStubKeysAreWatched(t *testing.T) {
-	cli := startEtcd(t)
+	cli := testetcd.Start(t, nil)
 	const k1 = "/skydns/local/cluster/dns/stub/federation/svc/myfed/ns1"
 	const k2 = "/skydns/local/cluster/dns/stub/federation/svc/myfed/ns2"
 	mustPut(t, cli, k1, `{"host":"10.0.0.1","port":53}`)
