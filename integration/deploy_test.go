@@ -467,6 +467,7 @@ func deployCheckCertificates(t *testing.T, pki string) {
 	// dnsd dials the proxy by its Service name.
 	verify("etcd-proxy", "etcd-proxy.etcdns.svc", x509.ExtKeyUsageServerAuth)
 	verify("etcd-proxy", "etcd-proxy.etcdns.svc.cluster.local", x509.ExtKeyUsageServerAuth)
+	verify("etcd-proxy", "127.0.0.1", x509.ExtKeyUsageClientAuth) // it checks itself at start
 	// grpc-proxy refuses an upstream client certificate with a CN.
 	if c := verify("etcd-proxy-client", "", x509.ExtKeyUsageClientAuth); c.Subject.CommonName != "" {
 		t.Errorf("etcd-proxy-client: CN %q; grpc-proxy wants none", c.Subject.CommonName)
@@ -854,6 +855,9 @@ func deployRunProxy(t *testing.T, kube kubernetes.Interface, objs []*unstructure
 	for _, a := range args {
 		if _, ok := deployArg([]string{a}, "listen-addr"); ok {
 			a = "--listen-addr=" + listen
+		}
+		if _, ok := deployArg([]string{a}, "advertise-client-url"); ok {
+			a = "--advertise-client-url=" + listen
 		}
 		if _, ok := deployArg([]string{a}, "endpoints"); ok {
 			a = "--endpoints=" + etcdURL

@@ -46,10 +46,12 @@ subjectAltName=DNS:*.etcd.$NS.svc,DNS:*.etcd.$NS.svc.$DOMAIN,DNS:etcd.$NS.svc,DN
 # and a client of the members. grpc-proxy refuses an upstream certificate
 # with a CN (which would make every forwarded request that etcd user), so
 # the client one has none: with etcd auth on, the proxy forwards each
-# client's own token (password auth, deploy/README.md).
+# client's own token (password auth, deploy/README.md). The serving one is
+# a client certificate too: grpc-proxy (3.5.35) checks itself at start
+# through its --advertise-client-url with it, and exits if it cannot.
 cert etcd-proxy etcd-proxy "basicConstraints=CA:FALSE
 keyUsage=digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth
+extendedKeyUsage=serverAuth,clientAuth
 subjectAltName=DNS:etcd-proxy.$NS.svc,DNS:etcd-proxy.$NS.svc.$DOMAIN,DNS:localhost,IP:127.0.0.1"
 cert etcd-proxy-client /O=etcdns-etcd-proxy "basicConstraints=CA:FALSE
 keyUsage=digitalSignature,keyEncipherment

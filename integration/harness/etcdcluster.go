@@ -85,7 +85,33 @@ func StartEtcdCluster(t testing.TB, n int, opts ...EtcdOption) *EtcdCluster {
 		}
 	}
 	c.learnIDs()
+	c.waitWritable(deadline)
 	return c
+}
+
+// waitWritable returns once the cluster commits a write. Healthy members
+// can still refuse one for a moment after the start (an election, the
+// peer connections learnIDs closes), and a test's first write must not
+// meet that.
+func (c *EtcdCluster) waitWritable(deadline time.Time) {
+	c.t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), DialTimeout: time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cli.Close()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cli.Put(ctx, "/harness/started", "1")
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("etcd cluster takes no write after %v: %v", StartupTimeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (c *EtcdCluster) start(m *EtcdMember, initial, state string, wait bool) {
