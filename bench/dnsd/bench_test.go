@@ -117,10 +117,7 @@ func TestPeers(t *testing.T) {
 	world := fmt.Sprintf("%d services in %d namespaces (every third IPv4-only), headless big.ns0 with %d endpoints; %s.",
 		n, namespaces, bigEndpoints, cpus())
 	say(world+"\n", world+" Every server answers each query of each mix before it is measured:\n\n")
-	for _, l := range sanity(t, servers, ms) {
-		item, nested := strings.CutPrefix(l, "  ")
-		say(l+"\n", map[bool]string{false: "- ", true: "  - "}[nested]+item+"\n")
-	}
+	saySanity(t, servers, ms, say)
 
 	fmt.Printf("\n%d s runs with %d clients against each server alone, %d rounds alternating A B A B\n", duration, clients, rounds)
 	for _, s := range servers {
@@ -313,4 +310,13 @@ func cpus() string {
 		return "? CPUs"
 	}
 	return strings.TrimSpace(string(out)) + " CPUs"
+}
+
+// saySanity says sanity's lines, as a nested Markdown list for the report.
+func saySanity(t *testing.T, servers []*server, ms []*mix, say func(text, mdText string)) {
+	t.Helper()
+	for _, l := range sanity(t, servers, ms) {
+		item, nested := strings.CutPrefix(l, "  ")
+		say(l+"\n", map[bool]string{false: "- ", true: "  - "}[nested]+item+"\n")
+	}
 }

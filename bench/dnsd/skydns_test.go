@@ -165,10 +165,7 @@ func TestSkyDNS(t *testing.T) {
 		"a TXT registry name of its own, the owner text also merged into a value for half), %d keys; %s.",
 		n, skydnsZone, etcdCount(t, cli), cpus())
 	say(world+"\n", world+" Every server answers each query before it is measured:\n\n")
-	for _, l := range sanity(t, servers, ms) {
-		item, nested := strings.CutPrefix(l, "  ")
-		say(l+"\n", map[bool]string{false: "- ", true: "  - "}[nested]+item+"\n")
-	}
+	saySanity(t, servers, ms, say)
 	fmt.Printf("\n%d s runs with %d clients against each server alone, %d rounds alternating\n", duration, clients, rounds)
 	for _, s := range servers {
 		s.res = map[string]*result{}
