@@ -105,6 +105,9 @@ type Dnsd struct {
 
 	WatchProgressInterval time.Duration `mapstructure:"watch-progress-interval"`
 	WatchProgressTimeout  time.Duration `mapstructure:"watch-progress-timeout"`
+	WatchLagProbe         time.Duration `mapstructure:"watch-lag-probe-interval"`
+	WatchMaxLag           time.Duration `mapstructure:"watch-max-lag"`
+	StartJitter           time.Duration `mapstructure:"start-jitter"`
 
 	SourceClusterOption uint16   `mapstructure:"source-cluster-option"`
 	InternalClients     []string `mapstructure:"internal-clients"`
@@ -486,6 +489,15 @@ func (c *Config) Validate(sections ...string) error {
 		// its answer to the progress request had time to come.
 		if d.WatchProgressTimeout <= d.WatchProgressInterval {
 			bad("dnsd.watch-progress-timeout", "%s: must be longer than dnsd.watch-progress-interval (%s)", d.WatchProgressTimeout, d.WatchProgressInterval)
+		}
+		if d.WatchLagProbe < 0 {
+			bad("dnsd.watch-lag-probe-interval", "%s: must not be negative (0 turns the check off)", d.WatchLagProbe)
+		}
+		if d.WatchLagProbe > 0 && d.WatchMaxLag <= 0 {
+			bad("dnsd.watch-max-lag", "%s: must be positive", d.WatchMaxLag)
+		}
+		if d.StartJitter < 0 {
+			bad("dnsd.start-jitter", "%s: must not be negative", d.StartJitter)
 		}
 		if _, err := d.ParsedZones(); err != nil {
 			errs = append(errs, err)

@@ -73,7 +73,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 	for i, c := range wclis {
 		eps[i] = store.Endpoint{Name: weps[i], Client: c}
 	}
-	st.WatchOn(eps, store.Liveness{Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout})
+	st.WatchOn(eps, store.Liveness{
+		Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout,
+		LagProbe: d.WatchLagProbe, MaxLag: d.WatchMaxLag,
+	})
+	st.SpreadStart(d.StartJitter)
 	srv := server.New(st.Snapshot, answer.Options{
 		Pods:   answer.PodMode(cfg.Cluster.Pods),
 		Rotate: d.Rotate,

@@ -45,12 +45,47 @@
 // frozen member never answers it, so the frozen member is left as before,
 // one interval later at most on a stream it never proved.
 //
-// The cost is at most one progress request (or, through a proxy, one read
-// the proxy answers from its cache) per liveness interval per idle
-// frontend, and none while events flow. A member that is alive but behind
-// (it answers progress at an old revision) is not detected yet.
+// A member that answers but is behind (a slow disk, an apply backlog, cut
+// off from its peers but not yet aware it has no leader) proves its stream
+// alive every time, at a revision that is old. Only a revision from
+// elsewhere shows it: once every lag-probe interval the store reads one
+// key, serializably, from another endpoint in turn, and when that one
+// reports a revision the stream has not shown (by an event or a progress
+// answer), the stream is asked for progress and given the max lag to show
+// it; if it does not, it is dropped and the watch resumes on the next
+// endpoint, as for a quiet one. Serializable because the leader must not
+// pay for a fleet's checks, and because a probed member that is behind
+// itself only reports less: the check can miss, but not accuse a current
+// stream. This is what the Kubernetes apiserver's watch cache does before a
+// consistent read from it (compare the cache's revision with a fresh one,
+// and wait for progress), turned into a standing check. Through an etcd
+// grpc-proxy there is no check: the stream cannot be asked for progress,
+// so a quiet one could never prove itself current, and which member the
+// proxy watches is the proxy's business.
+//
+// The cost per frontend is at most one progress request per liveness
+// interval while idle (through a proxy, one read it answers from its
+// cache) and none while events flow, plus one single-key serializable
+// read of another member per lag-probe interval, and one progress request
+// each time that read reports a revision the stream has not shown.
+//
+// # Gentle on the store
+//
+// A fleet of frontends started together (a DaemonSet rollout, a cluster
+// restart) must not crowd out the publishers' writes. The first load waits
+// a random time up to the start jitter; every retry of a load and every
+// watch restart backs off exponentially with jitter. The load reads in
+// large pages (see PageSize): the first page is linearizable, so that no
+// frontend starts from a revision older than the cluster's, and the rest
+// are serializable reads at that page's revision, which any member serves
+// from its own store and an etcd grpc-proxy may serve from its cache. All
+// prefixes are watched on one gRPC stream (the watches share a context).
+// Readiness comes only after the first whole load.
 //
 // etcdns_dnsd_snapshot_staleness_seconds says how long the snapshot may
-// have been behind (0 while the stream is proven within the timeout);
-// readiness stays up meanwhile, since an old answer beats none.
+// have been behind (0 while the stream is proven within the timeout and
+// shows every revision reported elsewhere), and
+// etcdns_dnsd_watch_lag_revisions how many revisions it is behind the
+// newest one reported elsewhere; readiness stays up meanwhile, since an
+// old answer beats none.
 package store

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,7 +17,8 @@ import (
 )
 
 // freezer is a TCP proxy to etcd that can stop passing bytes while keeping
-// its connections open: what a client sees of a member frozen by SIGSTOP.
+// its connections open (what a client sees of a member frozen by SIGSTOP),
+// or pass them late (a member that answers but is behind).
 type freezer struct {
 	l      net.Listener
 	target string
@@ -24,6 +26,7 @@ type freezer struct {
 	mu     sync.Mutex
 	thawed *sync.Cond
 	frozen bool
+	delay  time.Duration
 }
 
 func startFreezer(t *testing.T, target string) *freezer {
@@ -53,23 +56,40 @@ func startFreezer(t *testing.T, target string) *freezer {
 	return f
 }
 
+type chunk struct {
+	at time.Time
+	b  []byte
+}
+
+// pipe copies src to dst, each chunk no sooner than the delay after it was
+// read and never while frozen. The reading goes on meanwhile, so a delay
+// stays a delay and does not pile up.
 func (f *freezer) pipe(dst, src net.Conn) {
 	defer dst.Close()
 	defer src.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
+	q := make(chan chunk, 1024)
+	go func() {
+		defer close(q)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := src.Read(buf)
+			if n > 0 {
+				q <- chunk{time.Now(), buf[:n]}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for c := range q {
 		f.mu.Lock()
 		for f.frozen {
 			f.thawed.Wait()
 		}
+		d := f.delay
 		f.mu.Unlock()
-		if n > 0 {
-			if _, err := dst.Write(buf[:n]); err != nil {
-				return
-			}
-		}
-		if err != nil {
+		time.Sleep(time.Until(c.at.Add(d)))
+		if _, err := dst.Write(c.b); err != nil {
 			return
 		}
 	}
@@ -77,6 +97,11 @@ func (f *freezer) pipe(dst, src net.Conn) {
 
 func (f *freezer) freeze() { f.mu.Lock(); f.frozen = true; f.mu.Unlock() }
 func (f *freezer) thaw()   { f.mu.Lock(); f.frozen = false; f.thawed.Broadcast(); f.mu.Unlock() }
+func (f *freezer) slow(d time.Duration) {
+	f.mu.Lock()
+	f.delay = d
+	f.mu.Unlock()
+}
 
 func client(t *testing.T, endpoint string) *clientv3.Client {
 	t.Helper()
@@ -147,4 +172,65 @@ func TestQuietStreamMovesToNextEndpoint(t *testing.T) {
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/c/x", `{"host":"10.0.0.3"}`)
 	eventually(t, "a change on the second endpoint", func() bool { return len(addrs(s.Snapshot(), "c.ns.svc.cluster.local")) == 1 })
 	frz.thaw()
+}
+
+// A stream that still answers, but late (its member behind), is dropped
+// once another endpoint has reported a revision the stream does not show
+// within MaxLag, and the watch resumes on the next endpoint without a
+// relist; the lag metric and staleness rise meanwhile and fall after.
+func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct)
+	a, b := "behind-to-be", "current"
+	loads := 0
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.afterLoad = func() { loads++ }
+	// The timeout is far off: only the lag check can move the watch.
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 10 * time.Second, LagProbe: 100 * time.Millisecond, MaxLag: 300 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: a, Client: client(t, frz.l.Addr().String())}, {Name: b, Client: client(t, direct)}}, live)
+	runStore(t, s)
+
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	eventually(t, "a change through the first endpoint", func() bool { return len(addrs(s.Snapshot(), "a.ns.svc.cluster.local")) == 1 })
+	// Writes outside the zones move the revision on: the probes see it,
+	// the progress answers show it, and a current stream stays.
+	for i := range 5 {
+		mustPut(t, cli, "/elsewhere", fmt.Sprint(i))
+		time.Sleep(2 * live.MaxLag)
+	}
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)); got != 0 {
+		t.Fatalf("a current stream was dropped as lagging %v times", got)
+	}
+
+	frz.slow(3 * time.Second)
+	put := time.Now()
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
+	var stale, lag float64
+	eventually(t, "the change while the first endpoint is late", func() bool {
+		stale = max(stale, s.staleness())
+		lag = max(lag, value(s.lag))
+		return len(addrs(s.Snapshot(), "b.ns.svc.cluster.local")) == 1
+	})
+	blind := time.Since(put)
+	t.Logf("blind for %v with %+v, stream 3 s late", blind.Round(time.Millisecond), live)
+	if blind >= 3*time.Second {
+		t.Errorf("the change came after %v: through the late stream, not the next endpoint", blind)
+	}
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)); got != 1 {
+		t.Errorf("restarts{lagging} = %v, want 1", got)
+	}
+	if got := value(s.restarts.WithLabelValues(ReasonProgressTimeout)); got != 0 {
+		t.Errorf("restarts{progress_timeout} = %v, want 0", got)
+	}
+	if loads != 1 {
+		t.Errorf("%d loads, want 1: the watch must resume, not relist", loads)
+	}
+	if stale == 0 || lag == 0 {
+		t.Errorf("staleness peaked at %v and lag at %v revisions while behind, want both above 0", stale, lag)
+	}
+	if va, vb := value(s.endpoint.WithLabelValues(a)), value(s.endpoint.WithLabelValues(b)); va != 0 || vb != 1 {
+		t.Errorf("watch_endpoint %s=%v %s=%v, want 0 and 1", a, va, b, vb)
+	}
+	eventually(t, "staleness and lag back to 0", func() bool { return s.staleness() == 0 && value(s.lag) == 0 })
 }

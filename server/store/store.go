@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -46,16 +48,28 @@ type Store struct {
 	endpoints []Endpoint
 	live      Liveness
 	// noProgress names the endpoints found to drop progress requests
-	// (etcd's grpc-proxy); only Run's goroutine uses it.
+	// (etcd's grpc-proxy), progress those that answered one; only Run's
+	// goroutine uses them.
 	noProgress map[string]bool
+	progress   map[string]bool
 	// heard is when (unix ns) the snapshot was last proven current: a load,
 	// or any response on the watch stream.
 	heard atomic.Int64
+	// behind is a revision heard of from another endpoint that the watch
+	// stream has not yet shown (0: none), and behindSince when it was
+	// heard; the next stream inherits it. Only Run's goroutine uses them;
+	// behindAt mirrors behindSince (unix ns, 0: none) for the metrics.
+	behind      int64
+	behindSince time.Time
+	behindAt    atomic.Int64
+	// startJitter: the first load waits a random time up to this.
+	startJitter time.Duration
 
 	records   *prometheus.GaugeVec
 	revision  prometheus.Gauge
 	restarts  *prometheus.CounterVec
 	endpoint  *prometheus.GaugeVec
+	lag       prometheus.Gauge
 	malformed *prometheus.CounterVec
 
 	pageSize int64 // PageSize; tests page a small load
@@ -71,7 +85,7 @@ type Endpoint struct {
 	Client *clientv3.Client
 }
 
-// Liveness is how long a silent watch stream is trusted.
+// Liveness is how long a silent or late watch stream is trusted.
 type Liveness struct {
 	// Interval: after this long without a response the stream is asked
 	// for a progress report (at most once per Interval).
@@ -79,13 +93,25 @@ type Liveness struct {
 	// Timeout: after this long without any response the stream is dropped
 	// and the watch resumes on the next endpoint.
 	Timeout time.Duration
+	// LagProbe: how often another endpoint is asked for its revision, to
+	// catch a stream that answers but has fallen behind; 0 never (and
+	// never with a single endpoint).
+	LagProbe time.Duration
+	// MaxLag: how long the stream may take to show a revision heard of
+	// from another endpoint before it is dropped as behind.
+	MaxLag time.Duration
 }
 
 // DefaultLiveness is dnsd's default: a frozen member or proxy is left
-// within about 1.6 s, so that a change is seen within 2 s (issue 23), for
-// at most two cheap requests a second per idle frontend and none while
-// changes flow.
-var DefaultLiveness = Liveness{Interval: 500 * time.Millisecond, Timeout: 1500 * time.Millisecond}
+// within about 1.6 s, and a member that answers but lags within about
+// 1.5 s of the change, so that a change is seen within 2 s (issue 23). It
+// costs at most two cheap requests a second per idle frontend on its own
+// endpoint (none while changes flow) and one single-key read a second on
+// another.
+var DefaultLiveness = Liveness{
+	Interval: 500 * time.Millisecond, Timeout: 1500 * time.Millisecond,
+	LagProbe: time.Second, MaxLag: 500 * time.Millisecond,
+}
 
 // Watch restart reasons, the values of etcdns_dnsd_watch_restarts_total's
 // reason label.
@@ -93,6 +119,7 @@ const (
 	ReasonCompacted       = "compacted"
 	ReasonProgressTimeout = "progress_timeout"
 	ReasonNoLeader        = "no_leader"
+	ReasonLagging         = "lagging"
 	ReasonClosed          = "closed"
 	ReasonError           = "error"
 )
@@ -112,7 +139,7 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 
 		endpoints:  []Endpoint{{Name: "default", Client: cli}},
 		live:       DefaultLiveness,
-		noProgress: map[string]bool{},
+		noProgress: map[string]bool{}, progress: map[string]bool{},
 
 		records: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_records", Help: "Valid values held, per zone.",
@@ -122,8 +149,12 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_watch_restarts_total",
-			Help: "Watches lost and restarted, by reason: compacted (followed by a relist), progress_timeout (the stream went quiet), no_leader, closed, error (resumed on the next endpoint without a relist).",
+			Help: "Watches lost and restarted, by reason: compacted (followed by a relist), progress_timeout (the stream went quiet), lagging (the stream fell behind a revision another endpoint reported), no_leader, closed, error (resumed on the next endpoint without a relist).",
 		}, []string{"reason"}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdns_dnsd_watch_lag_revisions",
+			Help: "How many revisions the watch stream is behind the newest revision another etcd endpoint reported, until the stream shows it (0: caught up).",
+		}),
 		endpoint: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_watch_endpoint", Help: "1 for the etcd endpoint the watch runs on, 0 for the others.",
 		}, []string{"endpoint"}),
@@ -131,15 +162,15 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 			Name: "etcdns_dnsd_malformed_values_total", Help: "Values skipped because they are not valid records, per zone.",
 		}, []string{"zone"}),
 	}
-	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonNoLeader, ReasonClosed, ReasonError} {
+	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonLagging, ReasonNoLeader, ReasonClosed, ReasonError} {
 		s.restarts.WithLabelValues(r)
 	}
 	s.heard.Store(time.Now().UnixNano())
 	staleness := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "etcdns_dnsd_snapshot_staleness_seconds",
-		Help: "Seconds since the served snapshot was last proven current by etcd (a load, or any response on the watch stream within the progress timeout); 0 while proven.",
+		Help: "Seconds the served snapshot may have been behind etcd: since it was last proven current (a load, or any response on the watch stream within the progress timeout), or since another endpoint reported a revision the stream has not shown; 0 while proven.",
 	}, s.staleness)
-	reg.MustRegister(s.records, s.revision, s.restarts, s.endpoint, staleness, s.malformed)
+	reg.MustRegister(s.records, s.revision, s.restarts, s.endpoint, s.lag, staleness, s.malformed)
 	return s
 }
 
@@ -153,20 +184,55 @@ func (s *Store) WatchOn(eps []Endpoint, l Liveness) {
 	if l.Interval > 0 && l.Timeout > 0 {
 		s.live = l
 	}
+	if len(s.endpoints) < 2 {
+		s.live.LagProbe = 0 // no other endpoint to compare with
+	}
 	for _, e := range s.endpoints {
 		s.endpoint.WithLabelValues(e.Name).Set(0)
 	}
 }
 
-// staleness is how long the snapshot may have been behind: 0 while the
-// stream was heard from within the liveness timeout, else the time since
-// it was last heard from (or loaded).
+// SpreadStart makes the first load wait a random time up to d, so that a
+// fleet started at once (a DaemonSet rollout, a cluster restart) does not
+// read etcd all in the same instant. Call it before Run.
+func (s *Store) SpreadStart(d time.Duration) { s.startJitter = max(d, 0) }
+
+// staleness is how long the snapshot may have been behind: the time since
+// another endpoint reported a revision the stream has not shown yet, or
+// else 0 while the stream was heard from within the liveness timeout and
+// the time since it was last heard from (or loaded) after that.
 func (s *Store) staleness() float64 {
+	var behind time.Duration
+	if at := s.behindAt.Load(); at != 0 {
+		behind = time.Since(time.Unix(0, at))
+	}
 	quiet := time.Since(time.Unix(0, s.heard.Load()))
 	if quiet <= s.live.Timeout {
-		return 0
+		quiet = 0
 	}
-	return quiet.Seconds()
+	return max(behind, quiet).Seconds()
+}
+
+// heardOf notes rev, reported by another endpoint, against what the
+// stream has shown (shown); it returns true when rev is a new target the
+// stream must reach within MaxLag.
+func (s *Store) heardOf(rev, shown int64) bool {
+	s.lag.Set(float64(max(0, rev-shown)))
+	if rev <= shown || s.behind != 0 {
+		return false // caught up, or already held to an older target
+	}
+	s.behind, s.behindSince = rev, time.Now()
+	s.behindAt.Store(s.behindSince.UnixNano())
+	return true
+}
+
+// shown notes that the stream has shown every change up to rev.
+func (s *Store) shown(rev int64) {
+	if s.behind != 0 && rev >= s.behind {
+		s.behind = 0
+		s.behindAt.Store(0)
+		s.lag.Set(0)
+	}
 }
 
 func (s *Store) proven() { s.heard.Store(time.Now().UnixNano()) }
@@ -182,6 +248,43 @@ func (s *Store) probe(ctx context.Context, ep Endpoint) error {
 	defer cancel()
 	_, err := ep.Client.Get(ctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
 	return err
+}
+
+// probeOthers reads one key from each other endpoint in turn, one every
+// LagProbe, and sends the revision it answered at to heard, the newest
+// only. Serializable: a member answers from what it has applied, so one
+// that is behind itself reports less and raises no alarm, and none of it
+// costs the leader anything.
+func (s *Store) probeOthers(ctx context.Context, on Endpoint, heard chan int64) {
+	t := time.NewTicker(s.live.LagProbe)
+	defer t.Stop()
+	next := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var ep Endpoint
+		for range s.endpoints {
+			ep = s.endpoints[next%len(s.endpoints)]
+			next++
+			if ep.Name != on.Name {
+				break
+			}
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.live.LagProbe)
+		resp, err := ep.Client.Get(rctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
+		cancel()
+		if err != nil {
+			continue // that endpoint's trouble is not this stream's
+		}
+		select {
+		case <-heard: // an older one nobody took yet
+		default:
+		}
+		heard <- resp.Header.Revision
+	}
 }
 
 // Snapshot is what queries read: one atomic load, never blocked. It is
@@ -215,6 +318,9 @@ func (s *Store) Run(ctx context.Context) error {
 	first := true
 	var cur *snap.Snapshot // nil: load before watching
 	ep := 0
+	if s.startJitter > 0 && !sleep(ctx, rand.N(s.startJitter)) {
+		return nil
+	}
 	for {
 		if cur == nil {
 			loaded, err := s.load(ctx)
@@ -222,8 +328,9 @@ func (s *Store) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					return nil
 				}
-				s.log.Warn("loading zones from etcd failed; retrying", "err", err, "in", loadBackoff)
-				if !sleep(ctx, loadBackoff) {
+				wait := jitter(loadBackoff)
+				s.log.Warn("loading zones from etcd failed; retrying", "err", err, "in", wait)
+				if !sleep(ctx, wait) {
 					return nil
 				}
 				loadBackoff = min(2*loadBackoff, 5*time.Second)
@@ -272,11 +379,21 @@ func (s *Store) Run(ctx context.Context) error {
 			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
 				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev+1)
 		}
-		if !sleep(ctx, watchBackoff) {
+		if !sleep(ctx, jitter(watchBackoff)) {
 			return nil
 		}
 		watchBackoff = min(2*watchBackoff, time.Second)
 	}
+}
+
+// jitter is d less up to half of it, at random: frontends that failed
+// together (a member lost, a compaction) come back spread out rather than
+// in step, and never later than their backoff.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d - rand.N(d/2)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -305,6 +422,8 @@ func reasonOf(err error) string {
 		return ReasonCompacted
 	case errors.Is(err, errProgressTimeout):
 		return ReasonProgressTimeout
+	case errors.Is(err, errLagging):
+		return ReasonLagging
 	case errors.Is(err, rpctypes.ErrNoLeader), err != nil && strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error()):
 		return ReasonNoLeader
 	case errors.Is(err, errWatchClosed):
@@ -387,15 +506,26 @@ type page struct {
 // fetch sends the pages of [key, end) at rev (0: the current revision,
 // then the first page's) to pages, and closes it after the last one or an
 // error.
+//
+// Only the read that fixes the revision is linearizable, so that a
+// frontend never starts from a revision older than the cluster's; every
+// other page names that revision and is serializable, which any member
+// answers from its own store without asking the leader, and which an
+// etcd grpc-proxy may answer from its cache (a page at a fixed revision
+// never changes). A member that has not applied the revision yet says so,
+// and the page is asked for again linearizably.
 func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages chan<- page) {
 	defer close(pages)
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(s.pageSize)}
 		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
+			opts = append(opts, clientv3.WithRev(rev), clientv3.WithSerializable())
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.timeout)
 		resp, err := s.cli.Get(rctx, key, opts...)
+		if errors.Is(err, rpctypes.ErrFutureRev) {
+			resp, err = s.cli.Get(rctx, key, opts[:len(opts)-1]...)
+		}
 		cancel()
 		if err != nil {
 			select {
@@ -485,6 +615,10 @@ const maxCoalesced = 100_000
 // errWatchClosed reports a watch channel closed without an error.
 var errWatchClosed = errors.New("watch channel closed")
 
+// errLagging reports a stream that did not show, within MaxLag, a revision
+// another endpoint had reported.
+var errLagging = errors.New("watch stream fell behind a revision another endpoint reported")
+
 // errProgressTimeout reports a stream that sent nothing for the liveness
 // timeout, not even an answer to a progress request.
 var errProgressTimeout = errors.New("watch stream sent nothing, not even progress, within the timeout")
@@ -536,17 +670,68 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}()
 	}
 	// A quarter of the interval: the timeout is noticed at most that late.
-	tick := time.NewTicker(s.live.Interval / 4)
+	tick := time.NewTicker(min(s.live.Interval, max(s.live.MaxLag, time.Millisecond)) / 4)
 	defer tick.Stop()
-	last, asked := time.Now(), time.Time{}
+	began := time.Now()
+	last, asked := began, time.Time{}
 	// answered: a progress report came on this stream, so its member
 	// answers progress requests and its silence means it stopped.
 	answered := false
+	// ask sends a progress request on the watch's own stream (the same
+	// context metadata picks it), so that its answer proves that stream.
+	// Off this goroutine: a send to a frozen member must not stop the
+	// timeout from being noticed.
+	ask := func() {
+		asked = time.Now()
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, s.live.Interval)
+			defer cancel()
+			_ = ep.Client.RequestProgress(rctx)
+		}()
+	}
+	// shown is the revision up to which the stream has delivered every
+	// change: the last event's, or a progress report's. A created
+	// response's revision is not: the events before it may still come.
+	shown := cur.Rev
+	if !s.progress[ep.Name] {
+		s.shown(math.MaxInt64) // held only once it proves it can show
+	}
+	// heard carries revisions other endpoints report. Through a proxy
+	// there is none: it cannot be asked for progress, so a quiet stream
+	// through it could never show a newer revision.
+	var heard chan int64
+	if s.live.LagProbe > 0 && !s.noProgress[ep.Name] {
+		heard = make(chan int64, 1)
+		go s.probeOthers(ctx, ep, heard)
+	}
 	for {
 		var r result
 		select {
 		case r = <-ch:
+		case h := <-heard:
+			switch {
+			case s.noProgress[ep.Name]:
+			case !s.progress[ep.Name]:
+				// Only an endpoint known to answer progress requests can
+				// be held to a revision: this request finds out.
+				if h > shown && time.Since(asked) >= s.live.MaxLag/2 {
+					ask()
+				}
+			case s.heardOf(h, shown):
+				ask()
+			}
+			continue
 		case <-tick.C:
+			if s.behind != 0 && !s.noProgress[ep.Name] {
+				// A new stream gets the whole MaxLag to catch up.
+				if time.Since(s.behindSince) >= s.live.MaxLag && time.Since(began) >= s.live.MaxLag {
+					return fmt.Errorf("%w: revision %d, reported elsewhere %v ago, not shown; shown %d",
+						errLagging, s.behind, time.Since(s.behindSince).Round(time.Millisecond), shown)
+				}
+				if time.Since(asked) >= s.live.MaxLag/2 {
+					ask()
+				}
+			}
 			quiet := time.Since(last)
 			if s.noProgress[ep.Name] {
 				// etcd's grpc-proxy drops progress requests, so a quiet
@@ -573,6 +758,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 					return fmt.Errorf("%w: %w", errProgressTimeout, err)
 				}
 				s.noProgress[ep.Name] = true
+				s.shown(math.MaxInt64) // nothing to hold it to
 				s.log.Info("etcd endpoint answers reads but not watch progress requests (an etcd grpc-proxy); its liveness is checked with a read each interval",
 					"endpoint", ep.Name)
 				last = time.Now()
@@ -580,16 +766,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				continue
 			}
 			if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
-				asked = time.Now()
-				// The request goes on the watch's own stream (the same
-				// context metadata picks it), so its answer proves that
-				// stream. Off this goroutine: a send to a frozen member
-				// must not stop the timeout from being noticed.
-				go func() {
-					rctx, cancel := context.WithTimeout(ctx, s.live.Interval)
-					defer cancel()
-					_ = ep.Client.RequestProgress(rctx)
-				}()
+				ask()
 			}
 			continue
 		case <-ctx.Done():
@@ -602,6 +779,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		s.proven()
 		if len(r.resp.Events) == 0 && !r.resp.Created {
 			answered = true
+			s.progress[ep.Name] = true
+			shown = max(shown, r.resp.Header.Revision)
+			s.shown(shown)
 		}
 		if len(r.resp.Events) == 0 {
 			// Progress: nothing changed in our prefixes up to this revision.
@@ -623,11 +803,18 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 					pending = more.err
 					break drain
 				}
+				if len(more.resp.Events) == 0 && !more.resp.Created {
+					shown = max(shown, more.resp.Header.Revision)
+				}
 				events = append(events[:len(events):len(events)], more.resp.Events...)
 			default:
 				break drain
 			}
 		}
+		for _, ev := range events {
+			shown = max(shown, ev.Kv.ModRevision)
+		}
+		s.shown(shown)
 		next, changed := s.apply(cur, events)
 		if pending != nil {
 			if changed {
