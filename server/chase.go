@@ -50,7 +50,7 @@ func (s *Server) chase(sn *snap.Snapshot, req *dns.Msg, c answer.Client, rot uin
 	}
 	asked := c.Outside.Asked
 	return func() *dns.Msg {
-		found := &answer.Outside{Answers: make(map[dns.Question][]dns.RR, len(asked))}
+		found := &answer.Outside{Upstreams: c.Outside.Upstreams, Answers: make(map[dns.Question][]dns.RR, len(asked))}
 		for _, q := range asked {
 			found.Answers[answer.OutsideKey(q)] = nil // asked, and none for those that went nowhere
 		}

@@ -142,6 +142,41 @@ func TestSkyDNSChaseIntoStubDomain(t *testing.T) {
 	}
 }
 
+// Without forwarding, stub domains still on (as dnsd always runs): a
+// target in a stub domain is resolved there, and an answer whose target
+// could go nowhere is the CNAME alone and cached as before.
+func TestSkyDNSChaseWithoutForwarding(t *testing.T) {
+	ns := startStubServer(t)
+	srv := newServer(t, chaseSnapshot(t, ns.addr))
+	srv.SetStubs(newStubs(t, prometheus.NewRegistry(), "127.0.0.1:1", "127.0.0.0/8"))
+	ask := func(name string) string {
+		t.Helper()
+		w := &worker{s: srv, tcp: true, from: netip.MustParseAddrPort("127.0.0.1:5300")}
+		q := new(dns.Msg).SetQuestion(name, dns.TypeA)
+		b, _ := q.Pack()
+		var m dns.Msg
+		if err := m.Unpack(w.handle(b)); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(rrStrings(m.Answer), "|")
+	}
+	entries := func() int {
+		if v := srv.cache.Load(); v != nil {
+			return v.cache.entries()
+		}
+		return 0
+	}
+	if got, want := ask("ext.skydns.test."), "ext.skydns.test. 300 IN CNAME www.example.net."; got != want || entries() != 1 {
+		t.Errorf("a target in no zone: %q (want %q), %d cached (want 1)", got, want, entries())
+	}
+	want := "fed.skydns.test. 300 IN CNAME web.ns.myfed.svc.federation.|web.ns.myfed.svc.federation. 30 IN A 10.9.9.9"
+	for i := range 2 {
+		if got := ask("fed.skydns.test."); got != want || entries() != 1 || len(ns.asked()) != i+1 {
+			t.Errorf("a target in a stub domain, %d: %q (want %q), %d cached (want 1), nameserver asked %d times", i, got, want, entries(), len(ns.asked()))
+		}
+	}
+}
+
 // deadAddr is a loopback UDP port nothing listens on.
 func deadAddr(t *testing.T) string {
 	t.Helper()

@@ -468,7 +468,7 @@ func (w *worker) handle(b []byte) []byte {
 	}
 	client := answer.Client{Addr: w.from.Addr().Unmap()}
 	if s.fwd != nil || s.stubs != nil {
-		client.Outside = new(answer.Outside) // chase.go
+		client.Outside = &answer.Outside{Upstreams: s.fwd != nil} // chase.go
 	}
 	m, personal := answer.AnswerTracked(sn, req, w.options(), rot, client, reads)
 	if m == nil {

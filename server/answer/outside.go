@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/etcdns/etcdns/server/snap"
 )
 
 // maxOutside bounds the questions about names outside every zone one
@@ -28,21 +30,31 @@ type Outside struct {
 	// Asked lists the questions, as spelled, that Answers lacked, at
 	// most maxOutside of them, once each.
 	Asked []dns.Question
+	// Upstreams is set when names in no stub domain may go upstream
+	// (forwarding is on); otherwise only names in a stub domain of the
+	// snapshot are asked, and the others get nothing, as without an
+	// Outside, so their answer stays cacheable.
+	Upstreams bool
 
 	consulted bool // an answer depends on it: never cached for another client
 }
 
-// lookup returns the records of name and type from outside, noting the
-// question when they are not known. A nil o knows nothing.
-func (o *Outside) lookup(name string, qtype uint16) []dns.RR {
+// lookup returns the records of name (in no zone of s) and type from
+// outside, noting the question when they are not known. A nil o knows
+// nothing.
+func (o *Outside) lookup(s *snap.Snapshot, name string, qtype uint16) []dns.RR {
 	if o == nil {
 		return nil
 	}
-	o.consulted = true
 	q := dns.Question{Name: dns.Fqdn(name), Qtype: qtype, Qclass: dns.ClassINET}
 	if rrs, ok := o.Answers[OutsideKey(q)]; ok {
+		o.consulted = true
 		return rrs
 	}
+	if !o.Upstreams && s.Stub(strings.ToLower(strings.TrimSuffix(name, "."))) == nil {
+		return nil
+	}
+	o.consulted = true
 	if len(o.Asked) < maxOutside && !slices.ContainsFunc(o.Asked, func(a dns.Question) bool {
 		return a.Qtype == q.Qtype && strings.EqualFold(a.Name, q.Name)
 	}) {

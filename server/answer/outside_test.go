@@ -27,6 +27,8 @@ func outsideSnap(t *testing.T) *snap.Snapshot {
 		{Key: "/skydns/test/skydns/srv/a", Value: []byte(`{"host":"sip.example.net","port":5060}`)},
 		{Key: "/skydns/test/skydns/srv/b", Value: []byte(`{"host":"sip.example.net","port":5061}`)},
 		{Key: "/skydns/test/skydns/mx/a", Value: []byte(`{"host":"mx.example.net","mail":true,"priority":5}`)},
+		{Key: "/skydns/test/skydns/fed/a", Value: []byte(`{"host":"web.ns.myfed.svc.federation"}`)},
+		{Key: "/skydns/local/cluster/dns/stub/federation/svc/myfed/ns1", Value: []byte(`{"host":"10.0.0.53","port":53}`)},
 	}
 	for i := range 2 * maxOutside {
 		kvs = append(kvs, snap.KV{Key: fmt.Sprintf("/skydns/test/skydns/many/%d", i), Value: []byte(fmt.Sprintf(`{"host":"h%d.example.net","port":80}`, i))})
@@ -83,7 +85,7 @@ func TestSkyDNSOutside(t *testing.T) {
 	}
 
 	// First pass: the same answer, the question noted, personal.
-	out := new(Outside)
+	out := &Outside{Upstreams: true}
 	m, personal = ask("ext.skydns.test.", dns.TypeA, out)
 	if got := rrStrings(m.Answer); len(got) != 1 || !personal {
 		t.Errorf("first pass: %v personal %v", got, personal)
@@ -94,7 +96,7 @@ func TestSkyDNSOutside(t *testing.T) {
 
 	// Second pass: the CNAME and what outside answered, in that order,
 	// under the name outside answered with; nothing new asked.
-	found := &Outside{Answers: map[dns.Question][]dns.RR{
+	found := &Outside{Upstreams: true, Answers: map[dns.Question][]dns.RR{
 		OutsideKey(out.Asked[0]): {outsideA("www.example.net.", "192.0.2.7"), outsideA("www.example.net.", "192.0.2.8")},
 	}}
 	m, personal = ask("ext.skydns.test.", dns.TypeA, found)
@@ -108,14 +110,14 @@ func TestSkyDNSOutside(t *testing.T) {
 
 	// A question outside answered with nothing (NXDOMAIN, a failure):
 	// the CNAME stays and the rcode is NOERROR, as in CoreDNS.
-	m, _ = ask("ext.skydns.test.", dns.TypeA, &Outside{Answers: map[dns.Question][]dns.RR{OutsideKey(out.Asked[0]): nil}})
+	m, _ = ask("ext.skydns.test.", dns.TypeA, &Outside{Upstreams: true, Answers: map[dns.Question][]dns.RR{OutsideKey(out.Asked[0]): nil}})
 	if got := rrStrings(m.Answer); len(got) != 1 || m.Rcode != dns.RcodeSuccess {
 		t.Errorf("nothing outside: %v %s", got, dns.RcodeToString[m.Rcode])
 	}
 
 	// Each question once, in the order the answer needs them; a TXT
 	// question asks TXT.
-	out = new(Outside)
+	out = &Outside{Upstreams: true}
 	ask("two.skydns.test.", dns.TypeTXT, out)
 	if got := questions(out.Asked); !slices.Equal(got, []string{"www.example.net. TXT", "mail.example.net. TXT"}) {
 		t.Errorf("TXT asked %v", got)
@@ -123,12 +125,12 @@ func TestSkyDNSOutside(t *testing.T) {
 
 	// Through another SkyDNS zone, which points outside: noted too. A
 	// name in an etcdns zone is answered from memory, never asked.
-	out = new(Outside)
+	out = &Outside{Upstreams: true}
 	m, _ = ask("hop.skydns.test.", dns.TypeAAAA, out)
 	if got := questions(out.Asked); !slices.Equal(got, []string{"far.example.org. AAAA"}) {
 		t.Errorf("through other.test asked %v (%v)", got, rrStrings(m.Answer))
 	}
-	out = new(Outside)
+	out = &Outside{Upstreams: true}
 	m, personal = ask("kube.skydns.test.", dns.TypeA, out)
 	if got := rrStrings(m.Answer); len(out.Asked) != 0 || personal || len(got) != 2 || got[1] != "kubernetes.default.svc.cluster.local. 5 IN A 10.96.0.1" {
 		t.Errorf("into cluster.local: %v, asked %v, personal %v", got, questions(out.Asked), personal)
@@ -136,14 +138,14 @@ func TestSkyDNSOutside(t *testing.T) {
 
 	// SRV and MX glue: A and AAAA of a target outside, once per target;
 	// AAAA's CNAMEs are left out, A's kept, as CoreDNS does.
-	out = new(Outside)
+	out = &Outside{Upstreams: true}
 	ask("srv.skydns.test.", dns.TypeSRV, out)
 	if got := questions(out.Asked); !slices.Equal(got, []string{"sip.example.net. A", "sip.example.net. AAAA"}) {
 		t.Fatalf("SRV asked %v", got)
 	}
 	cname := &dns.CNAME{Hdr: dns.RR_Header{Name: "sip.example.net.", Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 60}, Target: "edge.example.net."}
 	aaaa := &dns.AAAA{Hdr: dns.RR_Header{Name: "edge.example.net.", Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: netip.MustParseAddr("2001:db8::7").AsSlice()}
-	m, _ = ask("srv.skydns.test.", dns.TypeSRV, &Outside{Answers: map[dns.Question][]dns.RR{
+	m, _ = ask("srv.skydns.test.", dns.TypeSRV, &Outside{Upstreams: true, Answers: map[dns.Question][]dns.RR{
 		OutsideKey(out.Asked[0]): {cname, outsideA("edge.example.net.", "192.0.2.9")},
 		OutsideKey(out.Asked[1]): {cname, aaaa},
 	}})
@@ -151,14 +153,26 @@ func TestSkyDNSOutside(t *testing.T) {
 	if got := rrStrings(m.Extra); !slices.Equal(got, wantExtra) || len(m.Answer) != 2 {
 		t.Errorf("SRV: answer %v extra %v", rrStrings(m.Answer), got)
 	}
-	out = new(Outside)
+	out = &Outside{Upstreams: true}
 	m, _ = ask("mx.skydns.test.", dns.TypeMX, out)
 	if got := questions(out.Asked); !slices.Equal(got, []string{"mx.example.net. A", "mx.example.net. AAAA"}) || len(m.Answer) != 1 {
 		t.Errorf("MX asked %v, answer %v", got, rrStrings(m.Answer))
 	}
 
+	// Without upstreams only a name in a stub domain is asked; the
+	// answers of the others stay cacheable.
+	out = &Outside{}
+	m, personal = ask("ext.skydns.test.", dns.TypeA, out)
+	if len(out.Asked) != 0 || personal || len(m.Answer) != 1 {
+		t.Errorf("no upstreams: asked %v, personal %v, answer %v", questions(out.Asked), personal, rrStrings(m.Answer))
+	}
+	m, personal = ask("fed.skydns.test.", dns.TypeA, out)
+	if got := questions(out.Asked); !slices.Equal(got, []string{"web.ns.myfed.svc.federation. A"}) || !personal || len(m.Answer) != 1 {
+		t.Errorf("into a stub domain: asked %v, personal %v, answer %v", got, personal, rrStrings(m.Answer))
+	}
+
 	// At most maxOutside questions an answer; the rest get no glue.
-	out = new(Outside)
+	out = &Outside{Upstreams: true}
 	m, _ = ask("many.skydns.test.", dns.TypeSRV, out)
 	if len(out.Asked) != maxOutside || len(m.Answer) != 2*maxOutside {
 		t.Errorf("many targets: %d asked, %d answers", len(out.Asked), len(m.Answer))

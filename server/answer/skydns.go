@@ -47,7 +47,7 @@ func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, out *
 		other := s.Zone(canon)
 		switch {
 		case other == nil:
-			return out.lookup(name, qtype), true
+			return out.lookup(s, name, qtype), true
 		case other.SkyDNS:
 			return askSkyDNS(s, other, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, o, out, depth+1).Answer, true
 		}
