@@ -58,9 +58,9 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 type Client struct {
 	Addr netip.Addr // the zero Addr when unknown
 
-	// Outside, when set, is how names in no zone and no stub domain of
-	// the snapshot get records for a SkyDNS zone's answer (outside.go);
-	// nil: they get none, and are not noted.
+	// Outside, when set, is how names in no zone of the snapshot get
+	// records for a SkyDNS zone's answer (outside.go); nil: they get
+	// none, and are not noted.
 	Outside *Outside
 }
 
