@@ -225,7 +225,11 @@ tests run as dnsd tests (server/skydns/coredns_test.go) and every case passes, t
 with what a running CoreDNS answers rather than the plugin alone (a name in no zone: REFUSED,
 not the test's SERVFAIL; a CNAME out of the zone: kept, as the running server keeps it), and
 TestSkyDNSMatchesCoreDNS (integration/skydns_test.go) asks dnsd and CoreDNS the same 45
-questions on the same keys and requires the same answers. What differs (malformed values are
-skipped, not SERVFAIL; leased keys' TTL; the SOA serial; AXFR) is listed in
+questions on the same keys and requires the same answers. CNAME, SRV and MX targets outside
+every zone are resolved through the upstreams as CoreDNS resolves them through its own server:
+TestSkyDNSChaseMatchesCoreDNS (integration/skydns_chase_test.go) gives dnsd and CoreDNS (etcd
+plus forward) the same Knot as upstream and requires the same 11 answers, with Knot up and
+with it gone. What differs (malformed values are skipped, not SERVFAIL; leased keys' TTL; the
+SOA serial; AXFR; who may have targets resolved outside) is listed in
 [skydns.md](skydns.md#what-differs-and-why).
 `

@@ -39,8 +39,17 @@
 // otherwise it gets the engine's answer. Either way its answer depends on
 // who asks, so it never enters the cache.
 //
+// An answer of a SkyDNS zone whose CNAME, SRV or MX targets lie in no zone
+// (chase.go) names the questions it needs (answer.Outside); the server asks
+// them where a question of the client's own would go (a stub domain's
+// nameservers, or the upstreams under ClusterFirst), all at once, and has
+// the engine answer again with what came back, as CoreDNS's etcd plugin
+// asks its own server. Such an answer waits like a forwarded one and is
+// never cached.
+//
 // It owns sockets, metrics, timing and that cache, and nothing else:
 // answers come from server/answer, records from server/store, upstream
 // answers from server/forward. It must never call etcd, and nothing but a
-// forwarded question ever waits on anything but its socket.
+// forwarded question or such a chased answer ever waits on anything but
+// its socket.
 package server

@@ -466,27 +466,39 @@ func (w *worker) handle(b []byte) []byte {
 	if c != nil {
 		reads = new(answer.Reads)
 	}
-	m, personal := answer.AnswerTracked(sn, req, w.options(), rot, answer.Client{Addr: w.from.Addr().Unmap()}, reads)
+	client := answer.Client{Addr: w.from.Addr().Unmap()}
+	if s.fwd != nil || s.stubs != nil {
+		client.Outside = &answer.Outside{Upstreams: s.fwd != nil} // chase.go
+	}
+	m, personal := answer.AnswerTracked(sn, req, w.options(), rot, client, reads)
 	if m == nil {
 		return nil
 	}
 	// A forwarded answer never enters the cache: it would outlive its
-	// TTL and reach clients the allow list turns away.
+	// TTL and reach clients the allow list turns away. Nor does a chased
+	// one, an answer of ours holding records from outside (personal).
 	var ask func() *dns.Msg
+	chased := false
 	servers, under := s.stubbed(sn, req, m, w.from.Addr())
 	switch {
 	case servers != nil:
 		ask = func() *dns.Msg { return s.stubs.Forward(context.Background(), req, servers) }
 	case !under && s.forwards(sn, req, m, w.from.Addr()):
 		ask = func() *dns.Msg { return s.fwd.Forward(context.Background(), req) }
+	case !under && client.Outside != nil && len(client.Outside.Asked) > 0:
+		ask = s.chase(sn, req, client, rot)
+		chased = ask != nil
 	}
-	forwarded := ask != nil
-	if forwarded {
+	forwarded := ask != nil && !chased
+	if ask != nil {
 		switch {
 		case w.pc == nil:
 			m = ask()
-		case s.forwardUDP(w.pc, w.from, sn, req, size, start, ask):
+		case s.forwardUDP(w.pc, w.from, sn, req, size, start, forwarded, ask):
 			return nil
+		case chased:
+			// Every slot taken: the answer without what is outside, as
+			// when the upstreams fail.
 		default:
 			// Every slot taken: the client tries again or elsewhere.
 			m.Rcode, m.Authoritative, m.Answer, m.Ns = dns.RcodeServerFailure, false, nil, nil
@@ -500,7 +512,7 @@ func (w *worker) handle(b []byte) []byte {
 	w.out = out
 	counter := s.count(sn, req, m, forwarded, w.pf)
 	w.observe(start, counter.lat)
-	if c != nil && !forwarded && !personal && !under && s.cacheable(m) && (e == nil || e.orders[order%len(e.orders)].Load() == nil) {
+	if c != nil && ask == nil && !personal && !under && s.cacheable(m) && (e == nil || e.orders[order%len(e.orders)].Load() == nil) {
 		// A fresh entry, also when e exists: an eviction may have taken
 		// it from the cache since it was found.
 		var fresh *cached

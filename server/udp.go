@@ -13,10 +13,11 @@ import (
 )
 
 // forwardUDP answers req with ask (upstreams, a stub domain's
-// nameservers) on a goroutine of its own, so a slow upstream holds up the
-// queries waiting on it and never the socket's reader. It is false when
-// maxForwarding queries wait already.
-func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapshot, req *dns.Msg, size int, start time.Time, ask func() *dns.Msg) bool {
+// nameservers, an answer of ours chasing names through them) on a
+// goroutine of its own, so a slow upstream holds up the queries waiting on
+// it and never the socket's reader. It is false when maxForwarding queries
+// wait already. forwarded: the answer is an upstream's, counted as such.
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapshot, req *dns.Msg, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -29,7 +30,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
-			s.count(sn, req, m, true, pfOf(false, to.Addr())).lat.observeN(time.Since(start), 1)
+			s.count(sn, req, m, forwarded, pfOf(false, to.Addr())).lat.observeN(time.Since(start), 1)
 		}
 	}()
 	return true

@@ -57,6 +57,11 @@ func Answer(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32) *dns.Msg {
 // the asking cluster) cannot be shared between clients.
 type Client struct {
 	Addr netip.Addr // the zero Addr when unknown
+
+	// Outside, when set, is how names in no zone of the snapshot get
+	// records for a SkyDNS zone's answer (outside.go); nil: they get
+	// none, and are not noted.
+	Outside *Outside
 }
 
 // AnswerFrom is Answer for a known client. personal is true when the
@@ -138,7 +143,7 @@ func AnswerTracked(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Cli
 		return m, false
 	}
 	if z.SkyDNS {
-		return answerSkyDNS(m, s, z, q, o, rd), false
+		return answerSkyDNS(m, s, z, q, o, rd, c.Outside)
 	}
 	r := resolver{s: s, z: z, o: o, rot: rot, client: c, opt: opt, reads: rd}
 	r.resolve(name, dns.Fqdn(q.Name), q.Qtype)

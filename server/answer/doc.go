@@ -7,6 +7,7 @@
 // server's cache whether the answer stands in a later snapshot.
 //
 // It must not do I/O, read clocks, log or keep state between calls: the
-// server hands it everything (including the rotation counter), so tests can
+// server hands it everything (including the rotation counter, and what
+// names outside every zone answered upstream: Outside), so tests can
 // assert exact answers without a process, a socket or etcd.
 package answer

@@ -14,24 +14,27 @@ import (
 //
 // The answer reads a subtree, not nodes Reads can follow, so it is marked
 // untracked: a cache keeps it for the snapshot it was built in and drops
-// it at the next change, never serving it stale.
-func answerSkyDNS(m *dns.Msg, s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, rd *Reads) *dns.Msg {
+// it at the next change, never serving it stale. One that consulted out
+// (personal) is not cached at all: what it holds from outside depends
+// on whether the client may have names forwarded.
+func answerSkyDNS(m *dns.Msg, s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, rd *Reads, out *Outside) (_ *dns.Msg, personal bool) {
 	rd.untrack()
-	r := askSkyDNS(s, z, q, o, 0)
+	r := askSkyDNS(s, z, q, o, out, 0)
 	m.Authoritative = true
 	m.Rcode = r.Rcode
 	m.Answer = r.Answer
 	m.Ns = r.Ns
 	m.Extra = append(r.Extra, m.Extra...)
-	return m
+	return m, out != nil && out.consulted
 }
 
 // askSkyDNS answers q from z. Names outside z are asked of the snapshot,
 // as the plugin asks its own server: another zone dnsd serves answers
-// them, and a name in none gets no records (the plugin's server REFUSES
-// it, and the plugin keeps the CNAME). depth bounds CNAMEs that go from
-// zone to zone and back.
-func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, depth int) skydns.Result {
+// them, and a name in none is answered from out, what the server found
+// for it outside (the plugin's server forwards it, or REFUSES it and the
+// plugin keeps the CNAME alone). depth bounds CNAMEs that go from zone to
+// zone and back.
+func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, out *Outside, depth int) skydns.Result {
 	sz := skydns.Zone{
 		Name: dns.Fqdn(z.Name), Prefix: z.Prefix, TTL: z.TTL, Serial: z.Serial,
 		Mname: o.SOA.Mname, Rname: o.SOA.Rname,
@@ -44,9 +47,9 @@ func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, depth
 		other := s.Zone(canon)
 		switch {
 		case other == nil:
-			return nil, true
+			return out.lookup(s, name, qtype), true
 		case other.SkyDNS:
-			return askSkyDNS(s, other, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, o, depth+1).Answer, true
+			return askSkyDNS(s, other, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, o, out, depth+1).Answer, true
 		}
 		r := resolver{s: s, z: other, o: o}
 		r.resolve(canon, dns.Fqdn(name), qtype)
