@@ -467,7 +467,7 @@ func (w *worker) handle(b []byte) []byte {
 		reads = new(answer.Reads)
 	}
 	client := answer.Client{Addr: w.from.Addr().Unmap()}
-	if s.fwd != nil || s.stubs != nil {
+	if (s.fwd != nil || s.stubs != nil) && hasSkyDNS(sn) {
 		client.Outside = &answer.Outside{Upstreams: s.fwd != nil} // chase.go
 	}
 	m, personal := answer.AnswerTracked(sn, req, w.options(), rot, client, reads)
@@ -587,6 +587,17 @@ func (s *Server) rotates(m *dns.Msg) bool {
 	for i := 1; i < len(m.Answer); i++ {
 		a, b := m.Answer[i-1].Header(), m.Answer[i].Header()
 		if a.Rrtype == b.Rrtype && a.Name == b.Name {
+			return true
+		}
+	}
+	return false
+}
+
+// hasSkyDNS says whether sn serves a SkyDNS zone, the only kind whose
+// answers may chase names outside: without one, a query costs no Outside.
+func hasSkyDNS(sn *snap.Snapshot) bool {
+	for _, z := range sn.Zones {
+		if z.SkyDNS {
 			return true
 		}
 	}
