@@ -211,11 +211,11 @@ func TestClusterFaultsNeverBlind(t *testing.T) {
 	for i, d := range fronts {
 		onLeader[i] = watched(d) == l
 	}
-	before = restarts("progress_timeout", "no_leader", "closed", "error")
+	before = restarts("progress_timeout", "no_leader", "closed", "unreachable", "error")
 	t.Logf("killing the leader, member %d; frontends watching it: %v", l, onLeader)
 	c.Members[l].Kill()
 	blind["leader killed"] = change(other(l))
-	after = restarts("progress_timeout", "no_leader", "closed", "error")
+	after = restarts("progress_timeout", "no_leader", "closed", "unreachable", "error")
 	for i := range fronts {
 		if onLeader[i] && after[i] <= before[i] {
 			t.Errorf("frontend %d watched the killed leader, but its watch restarts did not move (%v)", i, after[i])
@@ -227,7 +227,7 @@ func TestClusterFaultsNeverBlind(t *testing.T) {
 	// so that it cannot stay where it is; then both started again.
 	m = watched(fronts[0])
 	keep := other(m)
-	before = restarts("no_leader", "progress_timeout", "closed", "error")
+	before = restarts("no_leader", "progress_timeout", "closed", "unreachable", "error")
 	var stopped []int
 	for i := range c.Members {
 		if i != keep {
@@ -249,7 +249,7 @@ func TestClusterFaultsNeverBlind(t *testing.T) {
 		return nil
 	})
 	blind["quorum lost and restored"] = change(keep)
-	after = restarts("no_leader", "progress_timeout", "closed", "error")
+	after = restarts("no_leader", "progress_timeout", "closed", "unreachable", "error")
 	lost := restarts("no_leader")
 	for i := range fronts {
 		if after[i] <= before[i] {

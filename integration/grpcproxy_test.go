@@ -329,9 +329,26 @@ func TestGRPCProxyFrozen(t *testing.T) {
 		}
 	}
 	proxies[0].Resume()
+	waitFor(t, 10*time.Second, func() error { return harness.HTTPOK(proxies[0].Endpoint + "/proxy/health") })
+
+	// The proxy they moved to killed: it refuses connections at once, and
+	// dnsd resumes on the first proxy again without waiting out the
+	// liveness timeout (etcd's client would only keep redialling it).
+	proxies[1].Kill()
+	put = clusterPut(t, cli, "probe", "10.96.2.3")
+	for i, fe := range ds {
+		waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.2.3")}) })
+		t.Logf("frontend %d answers the change %v after its put, the proxy it watched through killed", i, time.Since(put).Round(time.Millisecond))
+		if v := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxies[0].Endpoint+`"}`); v != 1 {
+			t.Errorf("frontend %d does not watch through the first proxy again", i)
+		}
+		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="unreachable"}`); n < 1 {
+			t.Errorf("frontend %d: no unreachable restart counted", i)
+		}
+	}
 	for i, l := range loads {
 		if st := l.Stop(); st.failed != 0 {
-			t.Errorf("frontend %d: %d of %d queries failed while a proxy was frozen: %v", i, st.failed, st.sent, st.failures)
+			t.Errorf("frontend %d: %d of %d queries failed while a proxy was frozen or killed: %v", i, st.failed, st.sent, st.failures)
 		}
 	}
 }

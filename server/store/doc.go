@@ -45,6 +45,10 @@
 // frozen member never answers it, so the frozen member is left as before,
 // one interval later at most on a stream it never proved.
 //
+// A member or proxy that stopped refuses the connection, and etcd's client
+// would only keep redialling that one endpoint and hold the watch for it:
+// a connection in transient failure moves the watch at once.
+//
 // A member that answers but is behind (a slow disk, an apply backlog, cut
 // off from its peers but not yet aware it has no leader) proves its stream
 // alive every time, at a revision that is old. Only a revision from

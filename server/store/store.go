@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcdns/etcdns/server/snap"
 )
@@ -121,6 +122,7 @@ const (
 	ReasonNoLeader        = "no_leader"
 	ReasonLagging         = "lagging"
 	ReasonClosed          = "closed"
+	ReasonUnreachable     = "unreachable"
 	ReasonError           = "error"
 )
 
@@ -149,7 +151,7 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_watch_restarts_total",
-			Help: "Watches lost and restarted, by reason: compacted (followed by a relist), progress_timeout (the stream went quiet), lagging (the stream fell behind a revision another endpoint reported), no_leader, closed, error (resumed on the next endpoint without a relist).",
+			Help: "Watches lost and restarted, by reason: compacted (followed by a relist), progress_timeout (the stream went quiet), lagging (the stream fell behind a revision another endpoint reported), unreachable (its connection failed: a member or proxy stopped), no_leader, closed, error (resumed on the next endpoint without a relist).",
 		}, []string{"reason"}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdns_dnsd_watch_lag_revisions",
@@ -162,7 +164,7 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 			Name: "etcdns_dnsd_malformed_values_total", Help: "Values skipped because they are not valid records, per zone.",
 		}, []string{"zone"}),
 	}
-	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonLagging, ReasonNoLeader, ReasonClosed, ReasonError} {
+	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonLagging, ReasonNoLeader, ReasonClosed, ReasonUnreachable, ReasonError} {
 		s.restarts.WithLabelValues(r)
 	}
 	s.heard.Store(time.Now().UnixNano())
@@ -424,6 +426,8 @@ func reasonOf(err error) string {
 		return ReasonProgressTimeout
 	case errors.Is(err, errLagging):
 		return ReasonLagging
+	case errors.Is(err, errUnreachable):
+		return ReasonUnreachable
 	case errors.Is(err, rpctypes.ErrNoLeader), err != nil && strings.Contains(err.Error(), rpctypes.ErrNoLeader.Error()):
 		return ReasonNoLeader
 	case errors.Is(err, errWatchClosed):
@@ -619,6 +623,10 @@ var errWatchClosed = errors.New("watch channel closed")
 // another endpoint had reported.
 var errLagging = errors.New("watch stream fell behind a revision another endpoint reported")
 
+// errUnreachable reports a stream whose connection failed and could not
+// be made again.
+var errUnreachable = errors.New("etcd endpoint unreachable")
+
 // errProgressTimeout reports a stream that sent nothing for the liveness
 // timeout, not even an answer to a progress request.
 var errProgressTimeout = errors.New("watch stream sent nothing, not even progress, within the timeout")
@@ -722,6 +730,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			continue
 		case <-tick.C:
+			// A stopped member or proxy refuses the connection at once,
+			// but etcd's client only retries it, on the same endpoint,
+			// and waits for it to be ready: the stream would wait out the
+			// liveness timeout for nothing.
+			if conn := ep.Client.ActiveConnection(); conn != nil && conn.GetState() == connectivity.TransientFailure {
+				return errUnreachable
+			}
 			if s.behind != 0 && !s.noProgress[ep.Name] {
 				// A new stream gets the whole MaxLag to catch up.
 				if time.Since(s.behindSince) >= s.live.MaxLag && time.Since(began) >= s.live.MaxLag {
