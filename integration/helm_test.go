@@ -338,3 +338,124 @@ func TestHelmToolVersion(t *testing.T) {
 		t.Errorf("helm version --short = %q, want %s (run hack/tools.sh)", got, m[1])
 	}
 }
+
+// TestHelmChartValues sets the values no documented set uses (those named
+// after the CoreDNS chart's above all) and checks each lands where its
+// comment says: TestHelmChart alone would not notice a broken branch of a
+// template that only a non-default value reaches.
+func TestHelmChartValues(t *testing.T) {
+	helm := harness.Tool(t, "helm")
+	chart := filepath.Join(harness.RepoRoot(t), "deploy", "helm", "etcdns")
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(values, []byte(`
+rbac: {create: false}
+networkPolicy: {enabled: false}
+publisher:
+  replicaCount: 1
+  serviceAccount: {create: false, name: my-publisher}
+  podDisruptionBudget: null
+  tolerations: [{key: dedicated, operator: Equal, value: dns, effect: NoSchedule}]
+dnsd:
+  replicaCount: 5
+  image: {repository: registry.example/etcdns/dnsd, tag: v1, pullPolicy: IfNotPresent, pullSecrets: [regcred]}
+  podAnnotations: {prometheus.io/scrape: "true"}
+  nodeSelector: {kubernetes.io/os: linux}
+  affinity: null
+  priorityClassName: ""
+  service: {clusterIP: 10.96.0.10, annotations: {a: b}}
+  extraEnv: [{name: ETCDNS_DNSD_FORWARD, value: "true"}]
+nodeLocal:
+  enabled: true
+  service: {clusterIP: 10.96.0.11}
+etcd:
+  persistence: {size: 20Gi, storageClassName: fast}
+  podDisruptionBudget: null
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, err := deployKubectl(helm, "", nil, "lint", "--strict", chart, "-f", values); err != nil {
+		t.Fatalf("helm lint: %v\n%s%s", err, out, stderr)
+	}
+	out, stderr, err := deployKubectl(helm, "", nil, "template", "etcdns", chart, "--namespace", "dns", "-f", values)
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, stderr)
+	}
+	objs := map[string]*unstructured.Unstructured{}
+	for _, o := range deployDecode(t, out) {
+		objs[helmKey(o)] = o
+	}
+	for _, absent := range []string{
+		"ClusterRole /etcdns-publisher", "ClusterRoleBinding /etcdns-publisher",
+		"ServiceAccount dns/publisher", "PodDisruptionBudget dns/publisher",
+		"PodDisruptionBudget dns/etcd", "NetworkPolicy dns/dnsd", "Namespace /dns",
+	} {
+		if _, ok := objs[absent]; ok {
+			t.Errorf("%s rendered", absent)
+		}
+	}
+	for _, present := range []string{"ServiceAccount dns/dnsd", "PodDisruptionBudget dns/dnsd", "DaemonSet dns/dnsd-node-local"} {
+		if _, ok := objs[present]; !ok {
+			t.Errorf("%s not rendered", present)
+		}
+	}
+	want := func(key string, v any, path ...string) {
+		t.Helper()
+		o, ok := objs[key]
+		if !ok {
+			t.Errorf("%s not rendered", key)
+			return
+		}
+		got, _, _ := unstructured.NestedFieldNoCopy(o.Object, path...)
+		if gb, wb := helmShow(got), helmShow(v); gb != wb {
+			t.Errorf("%s .%s = %s, want %s", key, strings.Join(path, "."), gb, wb)
+		}
+	}
+	pod := []string{"spec", "template", "spec"}
+	at := func(p ...string) []string { return append(slices.Clone(pod), p...) }
+	want("Deployment dns/publisher", float64(1), "spec", "replicas")
+	want("Deployment dns/publisher", "my-publisher", at("serviceAccountName")...)
+	want("Deployment dns/publisher", []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "dns", "effect": "NoSchedule"}}, at("tolerations")...)
+	want("Deployment dns/dnsd", float64(5), "spec", "replicas")
+	want("Deployment dns/dnsd", []any{map[string]any{"name": "regcred"}}, at("imagePullSecrets")...)
+	want("Deployment dns/dnsd", map[string]any{"kubernetes.io/os": "linux"}, at("nodeSelector")...)
+	want("Deployment dns/dnsd", nil, at("affinity")...)
+	want("Deployment dns/dnsd", nil, at("priorityClassName")...)
+	want("Deployment dns/dnsd", "true", "spec", "template", "metadata", "annotations", "prometheus.io/scrape")
+	want("Service dns/dnsd", "10.96.0.10", "spec", "clusterIP")
+	want("Service dns/dnsd", map[string]any{"a": "b"}, "metadata", "annotations")
+	want("Service dns/dnsd-node-local", "10.96.0.11", "spec", "clusterIP")
+	// dnsd's image on both dnsd workloads; extraEnv after the chart's own.
+	for _, key := range []string{"Deployment dns/dnsd", "DaemonSet dns/dnsd-node-local"} {
+		o, ok := objs[key]
+		if !ok {
+			continue
+		}
+		c, _, _ := unstructured.NestedSlice(o.Object, at("containers")...)
+		if len(c) == 0 {
+			t.Errorf("%s: no containers", key)
+			continue
+		}
+		ct := c[0].(map[string]any)
+		if ct["image"] != "registry.example/etcdns/dnsd:v1" || ct["imagePullPolicy"] != "IfNotPresent" {
+			t.Errorf("%s: image %v, pull policy %v", key, ct["image"], ct["imagePullPolicy"])
+		}
+		if key == "Deployment dns/dnsd" {
+			env, _ := ct["env"].([]any)
+			if len(env) == 0 || helmShow(env[len(env)-1]) != `{"name":"ETCDNS_DNSD_FORWARD","value":"true"}` {
+				t.Errorf("%s: env %s, want extraEnv last", key, helmShow(env))
+			}
+		}
+	}
+	// The persistence values, and the release's namespace in the member names.
+	if o, ok := objs["StatefulSet dns/etcd"]; ok {
+		c, _, _ := unstructured.NestedSlice(o.Object, at("containers")...)
+		args, _ := c[0].(map[string]any)["args"].([]any)
+		vct, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumeClaimTemplates")
+		if got := helmShow(vct); !strings.Contains(got, `"storageClassName":"fast"`) || !strings.Contains(got, `"storage":"20Gi"`) {
+			t.Errorf("etcd volumeClaimTemplates %s: want storage class fast, 20Gi", got)
+		}
+		if !slices.Contains(args, any("--initial-cluster=etcd-0=https://etcd-0.etcd.dns.svc:2380,etcd-1=https://etcd-1.etcd.dns.svc:2380,etcd-2=https://etcd-2.etcd.dns.svc:2380")) {
+			t.Errorf("etcd args %v: want the members in namespace dns", args)
+		}
+	}
+}
