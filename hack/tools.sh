@@ -2,7 +2,8 @@
 # Installs the real components the integration tests and benchmarks run
 # against (etcd, etcdctl, kube-apiserver, CoreDNS from source via the Go
 # module proxy; external-dns's coredns provider as hack/externaldns;
-# dnsperf, dig, kdig, knotd, promtool from apt) into .cache/tools/bin.
+# helm for the chart's test; dnsperf, dig, kdig, knotd, promtool from apt)
+# into .cache/tools/bin.
 # Besides the pinned etcd, the newer etcd releases the tests run across
 # (rolling upgrades) are installed as etcd-<minor>.
 #
@@ -26,6 +27,9 @@ COREDNS_VERSION=v1.11.4
 # into the coredns provider's values.
 EXTERNALDNS_VERSION=v0.22.0
 EXTERNALDNS_OLD_VERSION=v0.17.0
+# helm v3 (integration/helm_test.go renders deploy/helm/etcdns with it): the
+# newest v3 release; it builds with the Go of go.mod.
+HELM_VERSION=v3.22.0
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$ROOT/.cache/tools"
@@ -59,6 +63,7 @@ has_version() {
   case "$(basename "$bin")" in
     etcdctl) arg=version ;;
     coredns|externaldns*) arg=-version ;;
+    helm) arg=version ;;
   esac
   [[ -x "$bin" ]] || return 1
   out="$("$bin" "$arg" 2>&1)" || true
@@ -223,6 +228,26 @@ externaldns_at() { # version binary
 build_externaldns() { externaldns_at "$EXTERNALDNS_VERSION" externaldns; }
 build_externaldns_old() { externaldns_at "$EXTERNALDNS_OLD_VERSION" externaldns-old; }
 
+# helm has no replace directives, so go install builds it at its own go.mod.
+# The flags are those of helm's Makefile: without them it reports only its
+# minor release (v3.22) and renders for Kubernetes v1.20, not for the
+# Kubernetes of the client-go it is built with.
+build_helm() {
+  local mod gomod minor
+  mod="$(new_module helm)"
+  gomod="$(in_module "$mod" go mod download -json "helm.sh/helm/v3@$HELM_VERSION" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [[ -f "$gomod" ]] || { echo "no go.mod for helm.sh/helm/v3@$HELM_VERSION" >&2; return 1; }
+  minor="$(awk '$1 == "k8s.io/client-go" { split($2, v, "."); print v[2] }' "$gomod")"
+  [[ -n "$minor" ]] || { echo "no k8s.io/client-go in $gomod" >&2; return 1; }
+  local h=helm.sh/helm/v3
+  in_module "$mod" env CGO_ENABLED=0 GOBIN="$BIN" go install -trimpath -ldflags "-w -s \
+    -X $h/internal/version.version=$HELM_VERSION \
+    -X $h/pkg/lint/rules.k8sVersionMajor=1 -X $h/pkg/lint/rules.k8sVersionMinor=$minor \
+    -X $h/pkg/chartutil.k8sVersionMajor=1 -X $h/pkg/chartutil.k8sVersionMinor=$minor" \
+    "$h/cmd/helm@$HELM_VERSION"
+}
+
 component etcd "$ETCD_VERSION" build_etcd etcd etcdctl
 for v in "${ETCD_RELEASES[@]}"; do
   m="${v#v}"; m="${m%.*}"
@@ -232,6 +257,7 @@ component kube-apiserver "$KUBE_VERSION" build_kube_apiserver kube-apiserver
 component coredns "$COREDNS_VERSION" build_coredns coredns
 component externaldns "$EXTERNALDNS_VERSION" build_externaldns externaldns
 component externaldns-old "$EXTERNALDNS_OLD_VERSION" build_externaldns_old externaldns-old
+component helm "$HELM_VERSION" build_helm helm
 
 # System packages: binary -> Debian package. Versions are whatever the
 # distribution ships; the tests only need the tools to exist.
