@@ -293,11 +293,25 @@ func TestGRPCProxyFrozen(t *testing.T) {
 	for _, fe := range ds {
 		waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.2.1")}) })
 	}
-	// Both frontends watch through the first endpoint they were given.
-	for i, fe := range ds {
-		if v := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxies[0].Endpoint+`"}`); v != 1 {
-			t.Fatalf("frontend %d does not watch through the first proxy", i)
+	// Each frontend starts its watch on an endpoint of its list at random
+	// (so that a fleet spreads over them); the faults below hit the proxy
+	// frontend 0 watches through, and then the other one.
+	watching := func(fe *dnsdInstance) int {
+		for i, p := range proxies {
+			if faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+p.Endpoint+`"}`) == 1 {
+				return i
+			}
 		}
+		return -1
+	}
+	first := watching(ds[0])
+	if first < 0 {
+		t.Fatal("frontend 0 watches through neither proxy")
+	}
+	second := 1 - first
+	on := make([]bool, len(ds))
+	for i, fe := range ds {
+		on[i] = watching(fe) == first
 	}
 	var loads []*faultLoad
 	for _, fe := range ds {
@@ -316,31 +330,35 @@ func TestGRPCProxyFrozen(t *testing.T) {
 			t.Errorf("frontend %d: its log does not say it found the proxy dropping progress requests", i)
 		}
 	}
-	proxies[0].Pause()
+	proxies[first].Pause()
 	put := clusterPut(t, cli, "probe", "10.96.2.2")
 	for i, fe := range ds {
 		waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.2.2")}) })
+		if !on[i] {
+			continue // it watched through the other proxy all along
+		}
 		t.Logf("frontend %d answers the change %v after its put, the proxy it watched through frozen", i, time.Since(put).Round(time.Millisecond))
 		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n < 1 {
 			t.Errorf("frontend %d: no progress_timeout restart counted", i)
 		}
-		if v := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxies[1].Endpoint+`"}`); v != 1 {
-			t.Errorf("frontend %d does not watch through the second proxy", i)
+		if w := watching(fe); w != second {
+			t.Errorf("frontend %d watches through proxy %d, not the one left (%d)", i, w, second)
 		}
 	}
-	proxies[0].Resume()
-	waitFor(t, 10*time.Second, func() error { return harness.HTTPOK(proxies[0].Endpoint + "/proxy/health") })
+	proxies[first].Resume()
+	waitFor(t, 10*time.Second, func() error { return harness.HTTPOK(proxies[first].Endpoint + "/proxy/health") })
 
-	// The proxy they moved to killed: it refuses connections at once, and
-	// dnsd resumes on the first proxy again without waiting out the
-	// liveness timeout (etcd's client would only keep redialling it).
-	proxies[1].Kill()
+	// The proxy every frontend now watches through killed: it refuses
+	// connections at once, and dnsd resumes on the other one without
+	// waiting out the liveness timeout (etcd's client would only keep
+	// redialling it).
+	proxies[second].Kill()
 	put = clusterPut(t, cli, "probe", "10.96.2.3")
 	for i, fe := range ds {
 		waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.2.3")}) })
 		t.Logf("frontend %d answers the change %v after its put, the proxy it watched through killed", i, time.Since(put).Round(time.Millisecond))
-		if v := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxies[0].Endpoint+`"}`); v != 1 {
-			t.Errorf("frontend %d does not watch through the first proxy again", i)
+		if w := watching(fe); w != first {
+			t.Errorf("frontend %d watches through proxy %d, not the one left (%d)", i, w, first)
 		}
 		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="unreachable"}`); n < 1 {
 			t.Errorf("frontend %d: no unreachable restart counted", i)

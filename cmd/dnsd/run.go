@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -69,9 +70,14 @@ func run(ctx context.Context, cfg *config.Config) error {
 			c.Close()
 		}
 	}()
+	// The watch starts on an endpoint of the list at random and goes round
+	// it from there: frontends given the same list (a DaemonSet) spread
+	// over the members or proxies instead of all watching the first.
 	eps := make([]store.Endpoint, len(wclis))
-	for i, c := range wclis {
-		eps[i] = store.Endpoint{Name: weps[i], Client: c}
+	first := rand.N(len(wclis))
+	for i := range wclis {
+		j := (first + i) % len(wclis)
+		eps[i] = store.Endpoint{Name: weps[j], Client: wclis[j]}
 	}
 	st.WatchOn(eps, store.Liveness{
 		Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout,
