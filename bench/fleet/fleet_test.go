@@ -1,14 +1,18 @@
 //go:build bench
 
-// Package fleetbench measures a fleet of dnsd frontends on one etcd (issue
-// 18 item 5): N real dnsd processes (GOMAXPROCS=1 each, as one node-local
-// frontend would run), either straight on etcd or spread over K etcd
-// grpc-proxies, while a writer changes CHANGES records a second and a
-// probe service is readdressed once a second. Each probe change is timed
-// from its put returning to the moment EVERY frontend answers the new
-// address. It prints, per N and path: put-to-answer p50/p99/max over every
-// (probe, frontend) pair, the slowest frontend, CPU seconds per second of
-// etcd and of each proxy, and frontend RSS.
+// Package fleetbench measures a fleet of dnsd frontends on etcd (issue 18
+// item 5): N real dnsd processes (GOMAXPROCS=1 each, as one node-local
+// frontend would run), on one etcd member or a cluster of three, either
+// straight on etcd or spread over K etcd grpc-proxies, while P writers
+// (the publishers of P clusters) change CHANGES records a second in all
+// and a probe service is readdressed once a second. Each probe change is
+// timed from its put returning to the moment EVERY frontend answers the
+// new address. It prints, per configuration: put-to-answer p50/p99/max
+// over every (probe, frontend) pair, the slowest frontend, CPU seconds per
+// second of each etcd member and of each proxy, frontend RSS, and the cold
+// start: the N frontends are started all at once, and the time until every
+// one is ready is reported with the writers' put p99 during that storm
+// and after it.
 //
 // The poller is one UDP socket: every 2 ms it sends one query to each
 // frontend that has not yet answered the current probe, and a reader
@@ -74,24 +78,32 @@ func TestFleet(t *testing.T) {
 		ns = append(ns, n)
 	}
 	paths := envList("PATHS", "direct,proxy")
-	proxies := env(t, "PROXIES", 1)
-	duration := time.Duration(env(t, "DURATION", 10)) * time.Second
-	services := env(t, "SERVICES", 1000)
-	changes := env(t, "CHANGES", 100)
+	base := fleet{
+		proxies:  env(t, "PROXIES", 1),
+		members:  env(t, "MEMBERS", 1),
+		writers:  max(env(t, "WRITERS", 1), 1),
+		services: env(t, "SERVICES", 1000),
+		changes:  env(t, "CHANGES", 100),
+		duration: time.Duration(env(t, "DURATION", 10)) * time.Second,
+	}
+	if base.members != 1 && base.members != 3 {
+		t.Fatalf("MEMBERS=%d: 1 or 3", base.members)
+	}
 	dnsd := harness.BuildBinary(t, "./cmd/dnsd")
 
-	var rows []string
+	var rows []result
 	for _, n := range ns {
 		for _, path := range paths {
-			k := 0
-			if path == "proxy" {
-				k = proxies
-			} else if path != "direct" {
+			f := base
+			f.n = n
+			if path == "direct" {
+				f.proxies = 0
+			} else if path != "proxy" {
 				t.Fatalf("PATHS: %q is neither direct nor proxy", path)
 			}
-			var row string
+			var row result
 			t.Run(fmt.Sprintf("%d/%s", n, path), func(t *testing.T) {
-				row = runFleet(t, dnsd, n, k, services, changes, duration)
+				row = f.run(t, dnsd)
 			})
 			rows = append(rows, row)
 		}
@@ -106,12 +118,73 @@ func TestFleet(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("\nMachine: %s x %s. One etcd member; %d ClusterIP services in it (an A, a PTR and an SRV each); %d service changes/s, one probe change/s; %v of probing per row.\n\n",
-		strings.TrimSpace(string(nproc)), model, services, changes, duration)
-	fmt.Println("| frontends | path | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | etcd CPU s/s | proxy CPU s/s | frontend RSS p50 / max |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("\nMachine: %s x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends run with dnsd's defaults (start jitter 1 s).\n\n",
+		strings.TrimSpace(string(nproc)), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration)
+	fmt.Println("| frontends | path | cold start: all ready | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | etcd CPU s/s per member | proxy CPU s/s | frontend RSS p50 / max |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Println(r)
+		fmt.Println(r.row)
+	}
+	fitModel(rows, base.changes+1)
+}
+
+// result is one configuration's table row and the CPU figures the cost
+// model is fitted to.
+type result struct {
+	row               string
+	path              string
+	n                 int
+	etcdCPU, proxyCPU float64 // CPU s/s, all members and all proxies
+	measured          bool
+}
+
+// fitModel fits, per path, CPU = fixed + per-frontend x N to the rows by
+// least squares, for etcd and for the proxies, and prints the slope per
+// change per frontend: what docs/fleet.md's capacity plan extrapolates.
+func fitModel(rows []result, changes int) {
+	byPath := map[string][]result{}
+	var paths []string
+	for _, r := range rows {
+		if !r.measured {
+			continue
+		}
+		if byPath[r.path] == nil {
+			paths = append(paths, r.path)
+		}
+		byPath[r.path] = append(byPath[r.path], r)
+	}
+	var lines []string
+	for _, p := range paths {
+		rs := byPath[p]
+		if len(rs) < 2 {
+			continue
+		}
+		fit := func(y func(result) float64) (a, b float64) {
+			var sx, sy, sxx, sxy float64
+			for _, r := range rs {
+				x := float64(r.n)
+				sx, sy, sxx, sxy = sx+x, sy+y(r), sxx+x*x, sxy+x*y(r)
+			}
+			k := float64(len(rs))
+			b = (k*sxy - sx*sy) / (k*sxx - sx*sx)
+			return (sy - b*sx) / k, b
+		}
+		ea, eb := fit(func(r result) float64 { return r.etcdCPU })
+		line := fmt.Sprintf("| %s | %d | etcd %.2f core + %.1f µs per change per frontend", p, len(rs), ea, eb/float64(changes)*1e6)
+		if p != "direct" {
+			pa, pb := fit(func(r result) float64 { return r.proxyCPU })
+			line += fmt.Sprintf("; proxies %.2f core + %.1f µs per change per frontend", pa, pb/float64(changes)*1e6)
+		}
+		lines = append(lines, line+" |")
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Printf("\nCost model fitted to the rows above (least squares over frontend counts; %d changes/s counting the probe):\n\n", changes)
+	fmt.Println("| path | rows | CPU s/s = fixed + slope x changes/s x frontends |")
+	fmt.Println("|---|---|---|")
+	for _, l := range lines {
+		fmt.Println(l)
 	}
 }
 
@@ -154,20 +227,72 @@ func change(ctx context.Context, cli *clientv3.Client, old, new []keys.Record) e
 func ip(i int) string { return fmt.Sprintf("10.%d.%d.%d", 100+i/62500%100, i/250%250, i%250+1) }
 
 type frontend struct {
-	p    *harness.Process
-	addr *net.UDPAddr
+	p       *harness.Process
+	addr    *net.UDPAddr
+	metrics string
 }
 
-func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration time.Duration) string {
-	etcd := harness.StartEtcd(t, harness.WithEtcdArgs("--quota-backend-bytes=8589934592"))
-	cli := etcd.Client(t)
+// fleet is one configuration of the bench.
+type fleet struct {
+	n, proxies, members, writers, services, changes int
+	duration                                        time.Duration
+}
+
+// writeLog records the writers' put latencies by when they were made.
+type writeLog struct {
+	mu   sync.Mutex
+	puts []timedPut
+}
+
+type timedPut struct {
+	at time.Time
+	d  time.Duration
+}
+
+func (w *writeLog) add(at time.Time, d time.Duration) {
+	w.mu.Lock()
+	w.puts = append(w.puts, timedPut{at, d})
+	w.mu.Unlock()
+}
+
+// between is the latencies of the puts started in [from, to).
+func (w *writeLog) between(from, to time.Time) []time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []time.Duration
+	for _, p := range w.puts {
+		if !p.at.Before(from) && p.at.Before(to) {
+			out = append(out, p.d)
+		}
+	}
+	return out
+}
+
+func (f fleet) run(t *testing.T, dnsd string) result {
+	n, k := f.n, f.proxies
+	quota := harness.WithEtcdArgs("--quota-backend-bytes=8589934592")
+	var endpoints []string
+	var members []*harness.Process
+	var clients []*clientv3.Client // one per member
+	if f.members == 1 {
+		etcd := harness.StartEtcd(t, quota)
+		endpoints, members, clients = []string{etcd.Endpoint}, []*harness.Process{etcd.Process}, []*clientv3.Client{etcd.Client(t)}
+	} else {
+		c := harness.StartEtcdCluster(t, f.members, quota)
+		endpoints = c.Endpoints()
+		for _, m := range c.Members {
+			members = append(members, m.Process)
+			clients = append(clients, m.Client(t))
+		}
+	}
+	cli := clients[0]
 	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "fleet", TTL: 5}, "cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	all := []keys.Record{b.Version()}
-	for i := range services {
+	for i := range f.services {
 		all = append(all, records(t, b, fmt.Sprintf("svc-%05d", i), ip(i))...)
 	}
 	probe := records(t, b, "probe", "10.99.0.1")
@@ -186,53 +311,78 @@ func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration t
 
 	var pxs []*harness.GRPCProxy
 	for range k {
-		pxs = append(pxs, harness.StartGRPCProxy(t, etcd.Endpoint))
-	}
-	fes := make([]frontend, n)
-	for i := range fes {
-		endpoint := etcd.Endpoint
-		if k > 0 {
-			endpoint = pxs[i%k].Endpoint
-		}
-		port, metrics := harness.FreePort(t), harness.FreePort(t)
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		murl := fmt.Sprintf("http://127.0.0.1:%d", metrics)
-		p := harness.StartProcess(t, dnsd, []string{
-			"--etcd.endpoints=" + endpoint,
-			"--dnsd.listen=" + addr,
-			"--dnsd.metrics-listen=" + strings.TrimPrefix(murl, "http://"),
-		}, []string{"GOMAXPROCS=1"}, func() error { return harness.HTTPOK(murl + "/readyz") })
-		fes[i] = frontend{p: p, addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}}
+		pxs = append(pxs, harness.StartGRPCProxy(t, endpoints...))
 	}
 
-	// The writer: CHANGES readdresses a second, round robin over the
-	// services, each one transaction.
+	// The writers: CHANGES readdresses a second in all, each writer its
+	// own share of the services (its own cluster's) through its own
+	// member, each change one transaction, every put's latency logged.
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
-	writeErr := make(chan error, 1)
-	if changes > 0 {
+	writeErr := make(chan error, f.writers)
+	var writes writeLog
+	for w := range f.writers {
+		if f.changes == 0 {
+			break
+		}
+		wcli := clients[w%len(clients)]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(time.Second / time.Duration(changes))
+			tick := time.NewTicker(time.Second * time.Duration(f.writers) / time.Duration(f.changes))
 			defer tick.Stop()
+			mine := (f.services - w + f.writers - 1) / f.writers // services w, w+P, w+2P, ...
 			for i := 0; ; i++ {
 				select {
 				case <-quit:
 					return
 				case <-tick.C:
 				}
-				s := i % services
+				s := w + (i%mine)*f.writers
 				name := fmt.Sprintf("svc-%05d", s)
-				gen := i / services
-				old := records(t, b, name, ip(s+gen*services))
-				if err := change(ctx, cli, old, records(t, b, name, ip(s+(gen+1)*services))); err != nil {
+				gen := i / mine
+				old := records(t, b, name, ip(s+gen*f.services))
+				at := time.Now()
+				if err := change(ctx, wcli, old, records(t, b, name, ip(s+(gen+1)*f.services))); err != nil {
 					writeErr <- err
 					return
 				}
+				writes.add(at, time.Since(at))
 			}
 		}()
 	}
+	time.Sleep(2 * time.Second) // the writers' latency before the storm
+
+	// The storm: every frontend started at once, each given every
+	// endpoint (dnsd picks one at random) or its proxy.
+	fes := make([]frontend, n)
+	storm := time.Now()
+	for i := range fes {
+		eps := strings.Join(endpoints, ",")
+		if k > 0 {
+			eps = pxs[i%k].Endpoint
+		}
+		port, metrics := harness.FreePort(t), harness.FreePort(t)
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		murl := fmt.Sprintf("http://127.0.0.1:%d", metrics)
+		p := harness.StartProcess(t, dnsd, []string{
+			"--etcd.endpoints=" + eps,
+			"--dnsd.listen=" + addr,
+			"--dnsd.metrics-listen=" + strings.TrimPrefix(murl, "http://"),
+		}, []string{"GOMAXPROCS=1"}, nil)
+		fes[i] = frontend{p: p, addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, metrics: murl}
+	}
+	pending := slices.Clone(fes)
+	for len(pending) > 0 {
+		if time.Since(storm) > 5*time.Minute {
+			t.Fatalf("%d of %d frontends not ready 5 minutes after the start", len(pending), n)
+		}
+		pending = slices.DeleteFunc(pending, func(fe frontend) bool { return harness.HTTPOK(fe.metrics+"/readyz") == nil })
+		time.Sleep(20 * time.Millisecond)
+	}
+	coldStart := time.Since(storm)
+	stormWrites := writes.between(storm, storm.Add(coldStart))
+	after := time.Now()
 
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -276,7 +426,10 @@ func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration t
 		t.Fatal(err)
 	}
 
-	cpu0 := etcd.CPU()
+	cpu0 := make([]time.Duration, len(members))
+	for i, m := range members {
+		cpu0[i] = m.CPU()
+	}
 	pcpu0 := make([]time.Duration, k)
 	for i, p := range pxs {
 		pcpu0[i] = p.CPU()
@@ -287,7 +440,7 @@ func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration t
 	unanswered := 0
 	prev := probe
 	probes := 0
-	for gen := 1; time.Since(start) < duration; gen++ {
+	for gen := 1; time.Since(start) < f.duration; gen++ {
 		next := records(t, b, "probe", fmt.Sprintf("10.99.%d.%d", gen/250%250, gen%250+1))
 		round := time.Now()
 		mu.Lock()
@@ -331,10 +484,18 @@ func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration t
 		time.Sleep(time.Until(round.Add(time.Second)))
 	}
 	elapsed := time.Since(start).Seconds()
-	etcdCPU := (etcd.CPU() - cpu0).Seconds() / elapsed
+	var ecpu []string
+	var etcdSum, proxySum float64
+	for i, m := range members {
+		c := (m.CPU() - cpu0[i]).Seconds() / elapsed
+		etcdSum += c
+		ecpu = append(ecpu, fmt.Sprintf("%.2f", c))
+	}
 	var pcpu []string
 	for i, p := range pxs {
-		pcpu = append(pcpu, fmt.Sprintf("%.2f", (p.CPU()-pcpu0[i]).Seconds()/elapsed))
+		c := (p.CPU() - pcpu0[i]).Seconds() / elapsed
+		proxySum += c
+		pcpu = append(pcpu, fmt.Sprintf("%.2f", c))
 	}
 	close(quit)
 	wg.Wait()
@@ -343,6 +504,7 @@ func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration t
 		t.Fatalf("writer: %v", err)
 	default:
 	}
+	afterWrites := writes.between(after, time.Now())
 
 	var rss []float64
 	for _, f := range fes {
@@ -364,9 +526,11 @@ func runFleet(t *testing.T, dnsd string, n, k, services, changes int, duration t
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	return fmt.Sprintf("| %d | %s | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.2f | %s | %.1f / %.1f MiB |",
-		n, path, probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
-		slowest, ms(slowP99), etcdCPU, proxyCol, rss[len(rss)/2], rss[len(rss)-1])
+	row := fmt.Sprintf("| %d | %s | %.1f s | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.1f / %.1f MiB |",
+		n, path, coldStart.Seconds(), ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
+		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
+		slowest, ms(slowP99), strings.Join(ecpu, " + "), proxyCol, rss[len(rss)/2], rss[len(rss)-1])
+	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
 }
 
 // pct is the p-th percentile (nearest rank) of ds; -1 if empty.

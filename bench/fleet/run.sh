@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# A fleet of dnsd frontends on one etcd, straight or through etcd's
-# grpc-proxy (issue 18 item 5; see bench/fleet/fleet_test.go): FRONTENDS
-# real dnsd processes with GOMAXPROCS=1, a writer changing CHANGES records
-# a second, and a probe record changed once a second, timed from its put
-# to the moment every frontend answers it. Prints put-to-answer p50/p99/max
-# over every frontend, the slowest frontend, etcd's and each proxy's CPU
-# seconds per second, frontend RSS, and the machine.
+# A fleet of dnsd frontends on etcd, straight or through etcd's grpc-proxy
+# (issue 18 item 5; see bench/fleet/fleet_test.go): FRONTENDS real dnsd
+# processes with GOMAXPROCS=1, started all at once (the cold-start storm:
+# time until all are ready, and the writers' put p99 during it), WRITERS
+# writers changing CHANGES records a second in all, and a probe record
+# changed once a second, timed from its put to the moment every frontend
+# answers it. Prints put-to-answer p50/p99/max over every frontend, the
+# slowest frontend, each etcd member's and proxy's CPU seconds per second,
+# frontend RSS, and the machine.
 #
 #   bench/fleet/run.sh
-#   FRONTENDS=25,50 PATHS=direct,proxy DURATION=20 bench/fleet/run.sh
+#   FRONTENDS=25,50,100 MEMBERS=3 WRITERS=3 DURATION=20 bench/fleet/run.sh
+#   FRONTENDS=100 SERVICES=33334 PATHS=proxy bench/fleet/run.sh   # 100k records
 #
 # FRONTENDS  comma-separated frontend counts, one run each (default 5,10)
 # PATHS      a subset of direct,proxy (default both)
 # PROXIES    grpc-proxies on the proxy path; frontend i uses proxy i mod K
 #            (default 1)
+# MEMBERS    etcd members: 1 or 3 (default 1); direct frontends get every
+#            member and each watches one at random, proxies get every member
+# WRITERS    writers (clusters' publishers), each its own services through
+#            its own member (default 1)
 # SERVICES   ClusterIP services in etcd, 3 records each (default 1000)
-# CHANGES    service readdresses a second, one transaction each (default 100)
+# CHANGES    service readdresses a second in all, one transaction each
+#            (default 100)
 # DURATION   seconds of probing per run (default 10)
 #
 # Needs hack/tools.sh (etcd).
