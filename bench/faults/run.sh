@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # How long a dnsd frontend is blind after each etcd fault (issue 23): the
 # integration suite's fault tests against real processes (a 3-member etcd
-# cluster, two dnsd frontends given every member under a steady query
-# load; two grpc-proxies for the proxy faults), run RUNS times. Each fault
+# cluster of each release hack/tools.sh installs, 3.5, 3.6 and 3.7, two
+# dnsd frontends given every member under a steady query load; two
+# grpc-proxies for the proxy faults), run RUNS times. Each fault
 # is timed from the put of a change after it until every frontend answers
 # that change; the table gives p50/p99/max over the runs, the queries the
 # frontends failed to answer, and what the detection costs etcd per idle
