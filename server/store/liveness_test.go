@@ -234,3 +234,42 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 	}
 	eventually(t, "staleness and lag back to 0", func() bool { return s.staleness() == 0 && value(s.lag) == 0 })
 }
+
+// A member answers the progress requests of a watch that nothing has been
+// written to since the load: the watch starts at the snapshot's revision,
+// which etcd has reached (a watch from the next one goes unanswered until
+// a write), so the member is never taken for a proxy that drops them.
+func TestIdleMemberAnswersProgress(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	var log lockedBuffer
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
+	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "member", Client: cli}}, live)
+	runStore(t, s)
+	eventually(t, "the load", func() bool { return s.Snapshot() != nil })
+	time.Sleep(10 * live.Timeout)
+	if got := value(s.restarts.WithLabelValues(ReasonProgressTimeout)); got != 0 {
+		t.Errorf("restarts{progress_timeout} = %v on an idle healthy member", got)
+	}
+	if strings.Contains(log.String(), "not watch progress requests") {
+		t.Errorf("the member was taken for an endpoint that drops progress requests:\n%s", log.String())
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

@@ -371,7 +371,7 @@ func (s *Store) Run(ctx context.Context) error {
 		reason := reasonOf(err)
 		s.restarts.WithLabelValues(reason).Inc()
 		// What the watch applied before it failed is in the published
-		// snapshot; a new watch starts after it.
+		// snapshot; a new watch takes up from it.
 		cur = s.Snapshot()
 		if reason == ReasonCompacted {
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
@@ -379,7 +379,7 @@ func (s *Store) Run(ctx context.Context) error {
 		} else {
 			ep = (ep + 1) % len(s.endpoints)
 			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
-				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev+1)
+				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev)
 		}
 		if !sleep(ctx, jitter(watchBackoff)) {
 			return nil
@@ -656,8 +656,15 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// Buffered, so that responses etcd has sent queue here while one is
 	// applied, where the loop below can take them together.
 	ch := make(chan result, 1024)
+	// The watch starts AT the snapshot's revision, not after it, and the
+	// events of that revision (already in the snapshot) are dropped below:
+	// etcd answers a progress request only once the current revision has
+	// reached every watcher's start, so a watch from the next revision
+	// would leave them unanswered until the next write, and a member would
+	// look like a proxy that drops them.
+	from := cur.Rev
 	for _, p := range prefixes {
-		wch := ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(cur.Rev+1),
+		wch := ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(max(from, 1)),
 			clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 		go func() {
 			for resp := range wch {
@@ -803,6 +810,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
 			continue
 		}
+		if r.resp.Events[0].Kv.ModRevision <= from {
+			r.resp.Events = slices.DeleteFunc(r.resp.Events, func(ev *clientv3.Event) bool { return ev.Kv.ModRevision <= from })
+			if len(r.resp.Events) == 0 {
+				continue
+			}
+		}
 		// A response never splits a revision, and applying it whole keeps
 		// every transaction in it atomic for queries. Responses that are
 		// already waiting go into the same snapshot: under a burst one
@@ -821,6 +834,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				if len(more.resp.Events) == 0 && !more.resp.Created {
 					shown = max(shown, more.resp.Header.Revision)
 				}
+				more.resp.Events = slices.DeleteFunc(more.resp.Events, func(ev *clientv3.Event) bool { return ev.Kv.ModRevision <= from })
 				events = append(events[:len(events):len(events)], more.resp.Events...)
 			default:
 				break drain
