@@ -77,6 +77,7 @@ type Publisher struct {
 	MetricsListen    string        `mapstructure:"metrics-listen"`
 	LeaderElection   bool          `mapstructure:"leader-election"`
 	LeaseTTL         time.Duration `mapstructure:"lease-ttl"`
+	WriteTimeout     time.Duration `mapstructure:"write-timeout"`
 	MaxTxnOps        int           `mapstructure:"max-txn-ops"`
 	MaxTxnBytes      int           `mapstructure:"max-txn-bytes"`
 
@@ -463,6 +464,9 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if p.LeaseTTL < 2*time.Second {
 			bad("publisher.lease-ttl", "%s: at least 2s", p.LeaseTTL)
+		}
+		if p.WriteTimeout <= 0 {
+			bad("publisher.write-timeout", "%s: must be positive", p.WriteTimeout)
 		}
 		if p.MaxTxnOps < 2 {
 			bad("publisher.max-txn-ops", "%d: at least 2", p.MaxTxnOps)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdns/etcdns/integration/harness"
 )
@@ -175,8 +176,6 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 	c, fronts := r.c, r.fronts
 	restarts, watched, change, other := r.restarts, r.watched, r.change, r.other
 	blind := map[string]time.Duration{}
-	change(0) // all current before the faults
-
 	// The detection's cost: what the frontends send etcd while nothing
 	// changes (progress requests on their watch streams, and the lag
 	// probe's one-key reads of another member, about one a second each by
@@ -195,6 +194,36 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 	t.Logf("detection cost while idle, per frontend: %.2f watch-stream requests/s, %.2f reads/s",
 		per(msgs("Watch", "etcdserverpb.Watch", "bidi_stream")-w0), per(msgs("Range", "etcdserverpb.KV", "unary")-r0))
 
+	// A real publisher writes into the cluster too, given every member, from
+	// a kube-apiserver with its own etcd (the cluster's API stays up while
+	// its DNS store fails). Each fault also creates a Service, which every
+	// frontend must answer once the publisher could write it.
+	api := harness.StartKubeAPIServer(t, harness.StartEtcd(t))
+	kc := faultKube(t, api)
+	faultPublisher(t, strings.Join(c.Endpoints(), ","), api, true)
+	published := 0
+	publish := func() (check, time.Time) {
+		published++
+		name, ip := fmt.Sprintf("published%d", published), fmt.Sprintf("10.96.3.%d", published)
+		faultCreate(t, kc, faultClusterIP(name, ip, corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}))
+		return clusterCheck(name, ip), time.Now()
+	}
+	// answered waits for every frontend to answer ch within bound of
+	// since.
+	answered := func(what string, ch check, since time.Time, bound time.Duration) {
+		t.Helper()
+		for i, d := range fronts {
+			waitFor(t, bound-time.Since(since), func() error { return faultAnswers(d.Addr, []check{ch}) })
+			if late := time.Since(since); late > bound {
+				t.Errorf("%s: frontend %d answered the publisher's service %v after, want within %v", what, i, late, bound)
+			}
+		}
+		t.Logf("publisher: service answered by every frontend %v after %s", time.Since(since).Round(time.Millisecond), what)
+	}
+	change(0) // all current before the faults
+	ch, at := publish()
+	answered("its creation, before the faults", ch, at, clusterBound)
+
 	// 1. The member holding the first frontend's watch frozen, then resumed.
 	// Whichever notices first moves the watch: the silence on the stream
 	// (progress_timeout) or the revision the other members report that it
@@ -203,7 +232,11 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 	before := restarts("progress_timeout", "lagging")
 	t.Logf("freezing member %d, which frontend 0 watches", m)
 	c.Members[m].Pause()
+	ch, at = publish()
 	blind["member holding the watch frozen"] = change(other(m))
+	// A transaction the publisher sent to the frozen member waits out
+	// publisher.write-timeout (2 s) before it is retried on another.
+	answered("its creation, with a member frozen", ch, at, clusterBound)
 	after := restarts("progress_timeout", "lagging")
 	for i, d := range fronts {
 		if watched(d) == m {
@@ -227,7 +260,9 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 	before = restarts("progress_timeout", "no_leader", "closed", "unreachable", "error")
 	t.Logf("killing the leader, member %d; frontends watching it: %v", l, onLeader)
 	c.Members[l].Kill()
+	ch, at = publish()
 	blind["leader killed"] = change(other(l))
+	answered("its creation, the leader killed", ch, at, clusterBound)
 	after = restarts("progress_timeout", "no_leader", "closed", "unreachable", "error")
 	for i := range fronts {
 		if onLeader[i] && after[i] <= before[i] {
@@ -248,7 +283,9 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 			c.Members[i].Stop()
 		}
 	}
-	// Long enough for the lone member to cancel leader-requiring watches.
+	// Long enough for the lone member to cancel leader-requiring watches;
+	// the publisher cannot write what it sees meanwhile.
+	ch, _ = publish()
 	time.Sleep(6 * time.Second)
 	for _, i := range stopped {
 		go c.Members[i].Start() // each waits for health, which needs the other
@@ -262,6 +299,9 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 		return nil
 	})
 	blind["quorum lost and restored"] = change(keep)
+	// Issue 18: after quorum returns, every frontend shows the change made
+	// while it was lost within 5 s of the first successful write.
+	answered("the first write after the quorum returned (created while it was lost)", ch, time.Now().Add(-blind["quorum lost and restored"]), clusterBound)
 	after = restarts("no_leader", "progress_timeout", "closed", "unreachable", "error")
 	lost := restarts("no_leader")
 	for i := range fronts {
@@ -270,6 +310,20 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 		}
 	}
 	t.Logf("restarts{no_leader} by frontend after the quorum loss: %v", lost)
+
+	// Nothing the publisher wrote was lost, duplicated or left stale: etcd
+	// holds exactly what keys/kube computes from the API's objects, beside
+	// the rig's own puts.
+	b, ccli := faultBuilder(t), c.Client(t)
+	waitRecords(t, ccli, func() map[string]string {
+		got := expected(t, b, kc)
+		for k, v := range etcdRecords(t, ccli) {
+			if strings.HasSuffix(k, "/x") {
+				got[k] = v // clusterPut's
+			}
+		}
+		return got
+	})
 
 	r.stopLoads()
 	for _, f := range []string{"member holding the watch frozen", "leader killed", "quorum lost and restored"} {

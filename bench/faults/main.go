@@ -22,6 +22,8 @@ var (
 	blindRe = regexp.MustCompile(`blind time, (.+): ([0-9.]+[mµn]?s) \(`)
 	// grpcproxy_test.go: "frontend N answers the change D after its put, the proxy it watched through <what>"
 	proxyRe = regexp.MustCompile(`frontend (\d+) answers the change ([0-9.]+[mµn]?s) after its put, the proxy it watched through (\w+)`)
+	// cluster_test.go: "publisher: service answered by every frontend D after <what>"
+	pubRe = regexp.MustCompile(`publisher: service answered by every frontend ([0-9.]+[mµn]?s) after (.+)$`)
 	// "frontend N: Q queries in D, F failed"
 	loadRe = regexp.MustCompile(`frontend \d+: (\d+) queries in .*, (\d+) failed`)
 	costRe = regexp.MustCompile(`detection cost while idle, per frontend: ([0-9.]+) watch-stream requests/s, ([0-9.]+) reads/s`)
@@ -56,6 +58,9 @@ func main() {
 		line := sc.Text()
 		if m := blindRe.FindStringSubmatch(line); m != nil {
 			add(m[1], dur(m[2]))
+		}
+		if m := pubRe.FindStringSubmatch(line); m != nil {
+			add("publisher's service, from "+m[2], dur(m[1]))
 		}
 		if m := proxyRe.FindStringSubmatch(line); m != nil {
 			what := "grpc-proxy the frontends watch through " + m[3]

@@ -100,7 +100,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	user := etcdclient.User(ecfg)
-	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, User: user}
+	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, WriteTimeout: p.WriteTimeout, User: user}
 	ctrl := publisher.NewController(publisher.Options{
 		Zones:       zones,
 		Source:      src,

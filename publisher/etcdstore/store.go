@@ -26,6 +26,11 @@ var (
 type Store struct {
 	Client  *clientv3.Client
 	Timeout time.Duration // per request
+	// WriteTimeout bounds a transaction (Apply, Get), when set: etcd drops
+	// a proposal in flight when the leader dies, and a frozen member holds
+	// a request forever, so a short deadline makes the caller's retry, on
+	// another member, come soon. Loads keep Timeout: a page is large.
+	WriteTimeout time.Duration
 	// PageSize bounds one range response, so that a large store is read in
 	// pieces (all at the same revision) instead of one huge message.
 	PageSize int64
@@ -54,6 +59,13 @@ func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 		t = 5 * time.Second
 	}
 	return context.WithTimeout(ctx, t)
+}
+
+func (s *Store) txnCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.WriteTimeout > 0 {
+		return context.WithTimeout(ctx, s.WriteTimeout)
+	}
+	return s.ctx(ctx)
 }
 
 // Load reads every key under the given prefixes at one revision, so the
@@ -105,7 +117,7 @@ func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent
 		for j, k := range part {
 			ops[j] = clientv3.OpGet(k)
 		}
-		c, cancel := s.ctx(ctx)
+		c, cancel := s.txnCtx(ctx)
 		resp, err := s.Client.Txn(c).Then(ops...).Commit()
 		cancel()
 		if etcdclient.IsDenied(err) {
@@ -146,7 +158,7 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 			writes = append(writes, clientv3.OpDelete(o.Key))
 		}
 	}
-	c, cancel := s.ctx(ctx)
+	c, cancel := s.txnCtx(ctx)
 	defer cancel()
 	if len(fence) == 0 {
 		resp, err := s.Client.Txn(c).If(guards...).Then(writes...).Commit()
