@@ -218,7 +218,7 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 				t.Errorf("%s: frontend %d answered the publisher's service %v after, want within %v", what, i, late, bound)
 			}
 		}
-		t.Logf("publisher: service answered by every frontend %v after %s", time.Since(since).Round(time.Millisecond), what)
+		t.Logf("publisher: service answered by every frontend %v after %s, etcd %s", time.Since(since).Round(time.Millisecond), what, release)
 	}
 	change(0) // all current before the faults
 	ch, at := publish()
