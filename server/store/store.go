@@ -715,10 +715,14 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// there is none: it cannot be asked for progress, so a quiet stream
 	// through it could never show a newer revision.
 	var heard chan int64
+	stopProbes := func() {}
 	if s.live.LagProbe > 0 && !s.noProgress[ep.Name] {
 		heard = make(chan int64, 1)
-		go s.probeOthers(ctx, ep, heard)
+		var pctx context.Context
+		pctx, stopProbes = context.WithCancel(ctx)
+		go s.probeOthers(pctx, ep, heard)
 	}
+	defer stopProbes()
 	for {
 		var r result
 		select {
@@ -781,6 +785,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				}
 				s.noProgress[ep.Name] = true
 				s.shown(math.MaxInt64) // nothing to hold it to
+				stopProbes()
 				s.log.Info("etcd endpoint answers reads but not watch progress requests (an etcd grpc-proxy); its liveness is checked with a read each interval",
 					"endpoint", ep.Name)
 				last = time.Now()
