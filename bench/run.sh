@@ -16,6 +16,7 @@ trap 'rm -rf "$parts"' EXIT
 
 OUT=$parts/dnsd.md bench/dnsd/run.sh
 OUT=$parts/skydns.md bench/skydns/run.sh
+OUT=$parts/cores.md bench/cores/run.sh
 OUT=$parts/scale.md bench/scale/run.sh
 OUT=$parts/publisher.md bench/publisher/run.sh
 bench/e2e/run.sh | tee "$parts/e2e.txt"
@@ -52,6 +53,10 @@ version() { "$@" 2>&1 | head -1; }
 	echo "## dnsd in a SkyDNS zone on external-dns's data (\`bench/skydns/run.sh\`)"
 	echo
 	cat "$parts/skydns.md"
+	echo
+	echo "## Core scaling, dnsd and Knot pinned (\`bench/cores/run.sh\`)"
+	echo
+	cat "$parts/cores.md"
 	echo
 	echo "## dnsd at 1,000,000 records (\`bench/scale/run.sh\`)"
 	echo
