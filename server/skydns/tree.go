@@ -10,7 +10,10 @@ import (
 
 // Service is one decoded value, with the fields CoreDNS's msg.Service
 // reads. Unknown fields (external-dns's owner, etcdns's cluster) are
-// ignored, as encoding/json does for CoreDNS.
+// ignored, as encoding/json does for CoreDNS. It is not keys.Value on
+// purpose, though the fields match: keys.Value is etcdns's own contract and
+// refuses what etcdns never writes (host and text together, unknown types),
+// while a SkyDNS zone must take whatever CoreDNS takes, quirks included.
 type Service struct {
 	Host        string `json:"host,omitempty"`
 	Port        int    `json:"port,omitempty"`
