@@ -1,5 +1,5 @@
 // Package store is dnsd's edge to etcd: it loads every zone's key range at
-// one revision, watches what follows it, and publishes each applied watch
+// one revision, watches from the next, and publishes each applied watch
 // response as a new immutable snap.Snapshot behind an atomic pointer.
 //
 // Only this package talks to etcd. It must stay off the query path:

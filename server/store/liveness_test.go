@@ -235,10 +235,10 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 	eventually(t, "staleness and lag back to 0", func() bool { return s.staleness() == 0 && value(s.lag) == 0 })
 }
 
-// A member answers the progress requests of a watch that nothing has been
-// written to since the load: the watch starts at the snapshot's revision,
-// which etcd has reached (a watch from the next one goes unanswered until
-// a write), so the member is never taken for a proxy that drops them.
+// A member leaves the progress requests of a watch unanswered while nothing
+// has been written since the load (etcd answers once its revision reaches
+// the watch's start, the snapshot's revision + 1): that silence is not
+// taken for a proxy that drops them, and the stream is kept.
 func TestIdleMemberAnswersProgress(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)

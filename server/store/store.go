@@ -245,11 +245,14 @@ func (s *Store) proven() { s.heard.Store(time.Now().UnixNano()) }
 // process in front of the stream still serves. It gets what is left of
 // the timeout after a quiet interval, so a frozen proxy is left as soon as
 // a frozen member is.
-func (s *Store) probe(ctx context.Context, ep Endpoint) error {
+func (s *Store) probe(ctx context.Context, ep Endpoint) (rev int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.live.Timeout-s.live.Interval)
 	defer cancel()
-	_, err := ep.Client.Get(ctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
-	return err
+	resp, err := ep.Client.Get(ctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
+	if err != nil {
+		return 0, err
+	}
+	return resp.Header.Revision, nil
 }
 
 // probeOthers reads one key from each other endpoint in turn, one every
@@ -371,7 +374,7 @@ func (s *Store) Run(ctx context.Context) error {
 		reason := reasonOf(err)
 		s.restarts.WithLabelValues(reason).Inc()
 		// What the watch applied before it failed is in the published
-		// snapshot; a new watch takes up from it.
+		// snapshot; a new watch starts after it.
 		cur = s.Snapshot()
 		if reason == ReasonCompacted {
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
@@ -379,7 +382,7 @@ func (s *Store) Run(ctx context.Context) error {
 		} else {
 			ep = (ep + 1) % len(s.endpoints)
 			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
-				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev)
+				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev+1)
 		}
 		if !sleep(ctx, jitter(watchBackoff)) {
 			return nil
@@ -656,15 +659,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// Buffered, so that responses etcd has sent queue here while one is
 	// applied, where the loop below can take them together.
 	ch := make(chan result, 1024)
-	// The watch starts AT the snapshot's revision, not after it, and the
-	// events of that revision (already in the snapshot) are dropped below:
-	// etcd answers a progress request only once the current revision has
-	// reached every watcher's start, so a watch from the next revision
-	// would leave them unanswered until the next write, and a member would
-	// look like a proxy that drops them.
 	from := cur.Rev
 	for _, p := range prefixes {
-		wch := ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(max(from, 1)),
+		wch := ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(from+1),
 			clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 		go func() {
 			for resp := range wch {
@@ -765,7 +762,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				// itself is asked instead, once an interval.
 				if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
 					asked = time.Now()
-					if err := s.probe(ctx, ep); err != nil {
+					if _, err := s.probe(ctx, ep); err != nil {
 						return fmt.Errorf("%w: %w", errProgressTimeout, err)
 					}
 					last = time.Now()
@@ -780,8 +777,21 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				// Never a progress report on this stream: a frozen member,
 				// or an endpoint that drops progress requests. A read tells
 				// which.
-				if err := s.probe(ctx, ep); err != nil {
+				rev, err := s.probe(ctx, ep)
+				if err != nil {
 					return fmt.Errorf("%w: %w", errProgressTimeout, err)
+				}
+				if rev <= from {
+					// Nothing written since the load: etcd answers a
+					// progress request only once its revision has reached
+					// the watch's start (from+1), so the silence says
+					// nothing yet. The read proves the member alive. (A
+					// watch from the snapshot's own revision would be
+					// answered, but a grpc-proxy would no longer share one
+					// upstream watch among frontends that loaded together.)
+					last = time.Now()
+					s.proven()
+					continue
 				}
 				s.noProgress[ep.Name] = true
 				s.shown(math.MaxInt64) // nothing to hold it to
@@ -815,12 +825,6 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
 			continue
 		}
-		if r.resp.Events[0].Kv.ModRevision <= from {
-			r.resp.Events = slices.DeleteFunc(r.resp.Events, func(ev *clientv3.Event) bool { return ev.Kv.ModRevision <= from })
-			if len(r.resp.Events) == 0 {
-				continue
-			}
-		}
 		// A response never splits a revision, and applying it whole keeps
 		// every transaction in it atomic for queries. Responses that are
 		// already waiting go into the same snapshot: under a burst one
@@ -839,7 +843,6 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				if len(more.resp.Events) == 0 && !more.resp.Created {
 					shown = max(shown, more.resp.Header.Revision)
 				}
-				more.resp.Events = slices.DeleteFunc(more.resp.Events, func(ev *clientv3.Event) bool { return ev.Kv.ModRevision <= from })
 				events = append(events[:len(events):len(events)], more.resp.Events...)
 			default:
 				break drain
