@@ -317,10 +317,15 @@ func TestGRPCProxyFrozen(t *testing.T) {
 	for _, fe := range ds {
 		loads = append(loads, startFaultLoad(fe.Addr, 100, []check{steady}))
 	}
-	// Quiet long enough for the frontends to have found that the proxy
-	// drops progress requests (etcd's own progress notifications come
-	// every ten minutes here): the quiet stream is kept, and the freeze
-	// must be noticed by the read that stands in for them.
+	// A write outside dnsd's prefixes, so that a member would answer
+	// progress requests (etcd answers once its revision reaches the
+	// watch's start), then quiet long enough for the frontends to have
+	// found that the proxy drops them (etcd's own progress notifications
+	// come every ten minutes here): the quiet stream is kept, and the
+	// freeze must be noticed by the read that stands in for them.
+	if _, err := cli.Put(context.Background(), "/elsewhere", "x"); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(3 * time.Second)
 	for i, fe := range ds {
 		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n != 0 {

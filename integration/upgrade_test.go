@@ -27,10 +27,12 @@ import (
 // pinned 3.5 is upgraded to 3.6, then to 3.7, one member at a time
 // (stopped, then started with the next release's binary on the same data
 // directory and ports) while two dnsd
-// frontends answer a steady query load and a writer changes a service
-// throughout. No query may go unanswered or be answered wrongly, and after
-// each member's upgrade a new change must be answered by every frontend
-// within 5s of its put.
+// frontends answer a steady query load, a writer changes a service
+// throughout, and a real publisher (another cluster's, "up", from a
+// kube-apiserver with its own etcd) writes a Service created at each step.
+// No query may go unanswered or be answered wrongly, and after each
+// member's upgrade a new change must be answered by every frontend within
+// 5s of its put, and the publisher's Service within 5s of its creation.
 //
 // etcd's 3.5 -> 3.6 guide asks for 3.5.26 or later on every member (the
 // learner and removed-member fixes; the pinned 3.5.35 has them) and a v2
@@ -79,6 +81,11 @@ func TestEtcdRollingUpgrade(t *testing.T) {
 
 	w := startUpgradeWriter(cli, service)
 
+	api := harness.StartKubeAPIServer(t, harness.StartEtcd(t))
+	kc := faultKube(t, api)
+	faultPublisher(t, endpoints, api, true, "--cluster.id=up")
+	var published []check
+
 	for ri, r := range road {
 		for i, m := range c.Members {
 			leader := c.Leader(t)
@@ -94,7 +101,13 @@ func TestEtcdRollingUpgrade(t *testing.T) {
 			// every frontend answers it.
 			name := fmt.Sprintf("step%d", step)
 			ip := fmt.Sprintf("10.96.3.%d", step+1)
+			pub := fmt.Sprintf("pub%d", step)
+			pubIP := fmt.Sprintf("10.96.4.%d", step+1)
 			step++
+			created := time.Now()
+			faultCreate(t, kc, faultClusterIP(pub, pubIP, http80))
+			published = append(published, check{qname: pub + ".default.svc.cluster.local.", qtype: dns.TypeA,
+				answer: []string{pub + ".default.svc.cluster.local. 5 IN A " + pubIP}})
 			put := upgradePut(t, cli, service(name, ip))
 			want := []check{{qname: name + ".default.svc.cluster.local.", qtype: dns.TypeA,
 				answer: []string{name + ".default.svc.cluster.local. 5 IN A " + ip}}}
@@ -104,6 +117,11 @@ func TestEtcdRollingUpgrade(t *testing.T) {
 				t.Logf("member %d on %s: frontend %d answers a change %v after its put", i, r.minor, j, seen.Round(time.Millisecond))
 				if seen > visibleBound {
 					t.Errorf("member %d on %s: frontend %d answered a change %v after its put, over %v", i, r.minor, j, seen.Round(time.Millisecond), visibleBound)
+				}
+				pubWant := published[len(published)-1:]
+				waitFor(t, 30*time.Second, func() error { return faultAnswers(d.Addr, pubWant) })
+				if seen := time.Since(created); seen > visibleBound {
+					t.Errorf("member %d on %s: frontend %d answered the publisher's service %v after its creation, over %v", i, r.minor, j, seen.Round(time.Millisecond), visibleBound)
 				}
 			}
 		}
@@ -140,9 +158,10 @@ func TestEtcdRollingUpgrade(t *testing.T) {
 	if writes == 0 {
 		t.Fatal("the writer committed nothing")
 	}
-	// The writer's last committed state, on every frontend: nothing stale.
+	// The writer's last committed state and every Service the publisher
+	// was given, on every frontend: nothing stale, nothing lost.
 	for j, d := range fronts {
-		waitFor(t, visibleBound, func() error { return faultAnswers(d.Addr, last) })
+		waitFor(t, visibleBound, func() error { return faultAnswers(d.Addr, append(last, published...)) })
 		st := loads[j].Stop()
 		t.Logf("frontend %d: %d queries in %v (%.0f/s), %d failed", j, st.sent, st.took.Round(time.Millisecond), float64(st.sent)/st.took.Seconds(), st.failed)
 		if st.failed > 0 {

@@ -685,10 +685,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	tick := time.NewTicker(min(s.live.Interval, max(s.live.MaxLag, time.Millisecond)) / 4)
 	defer tick.Stop()
 	began := time.Now()
-	last, asked := began, time.Time{}
+	last, asked, probed := began, time.Time{}, time.Time{}
 	// answered: a progress report came on this stream, so its member
-	// answers progress requests and its silence means it stopped.
+	// answers progress requests and its silence means it stopped. past:
+	// when a read first showed the endpoint past the watch's start, after
+	// which a member answers them.
 	answered := false
+	var past time.Time
 	// ask sends a progress request on the watch's own stream (the same
 	// context metadata picks it), so that its answer proves that stream.
 	// Off this goroutine: a send to a frozen member must not stop the
@@ -756,55 +759,49 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				}
 			}
 			quiet := time.Since(last)
-			if s.noProgress[ep.Name] {
-				// etcd's grpc-proxy drops progress requests, so a quiet
-				// stream through it proves nothing either way: the proxy
-				// itself is asked instead, once an interval.
+			if answered {
+				// It answers progress requests: its silence means it
+				// stopped.
+				if quiet >= s.live.Timeout {
+					return errProgressTimeout
+				}
 				if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
-					asked = time.Now()
-					if _, err := s.probe(ctx, ep); err != nil {
-						return fmt.Errorf("%w: %w", errProgressTimeout, err)
-					}
-					last = time.Now()
-					s.proven()
+					ask()
 				}
 				continue
 			}
-			if quiet >= s.live.Timeout {
-				if answered {
-					return errProgressTimeout
-				}
-				// Never a progress report on this stream: a frozen member,
-				// or an endpoint that drops progress requests. A read tells
-				// which.
-				rev, err := s.probe(ctx, ep)
-				if err != nil {
-					return fmt.Errorf("%w: %w", errProgressTimeout, err)
-				}
-				if rev <= from {
-					// Nothing written since the load: etcd answers a
-					// progress request only once its revision has reached
-					// the watch's start (from+1), so the silence says
-					// nothing yet. The read proves the member alive. (A
-					// watch from the snapshot's own revision would be
-					// answered, but a grpc-proxy would no longer share one
-					// upstream watch among frontends that loaded together.)
-					last = time.Now()
-					s.proven()
-					continue
-				}
+			// Not known to answer progress requests: etcd's grpc-proxy
+			// drops them, and a member leaves them unanswered until its
+			// revision reaches the watch's start (nothing written since
+			// the load). So a read of the endpoint proves it alive, once
+			// an interval; meanwhile a progress request finds out whether
+			// it is a member, and one still unanswered a timeout after a
+			// write has passed the watch's start marks it as a proxy.
+			if quiet < s.live.Interval || time.Since(probed) < s.live.Interval {
+				continue
+			}
+			probed = time.Now()
+			rev, err := s.probe(ctx, ep)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errProgressTimeout, err)
+			}
+			last = time.Now()
+			s.proven()
+			if s.noProgress[ep.Name] {
+				continue
+			}
+			if rev > from && past.IsZero() {
+				past = time.Now()
+			}
+			if !past.IsZero() && time.Since(past) >= s.live.Timeout {
 				s.noProgress[ep.Name] = true
 				s.shown(math.MaxInt64) // nothing to hold it to
 				stopProbes()
 				s.log.Info("etcd endpoint answers reads but not watch progress requests (an etcd grpc-proxy); its liveness is checked with a read each interval",
 					"endpoint", ep.Name)
-				last = time.Now()
-				s.proven()
 				continue
 			}
-			if quiet >= s.live.Interval && time.Since(asked) >= s.live.Interval {
-				ask()
-			}
+			ask()
 			continue
 		case <-ctx.Done():
 			return ctx.Err()
