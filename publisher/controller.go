@@ -184,14 +184,15 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 
 func (c *Controller) load(ctx context.Context) error {
 	start := time.Now()
-	kvs, rev, err := c.o.Store.Load(ctx, c.o.Ranges)
+	l := plan.NewLoader(c.o.Zones.Cluster.Cluster)
+	rev, err := c.o.Store.Each(ctx, c.o.Ranges, l.Add)
 	if etcdclient.IsDenied(err) {
 		return err // names the range already
 	}
 	if err != nil {
 		return fmt.Errorf("loading owned records: %w", err)
 	}
-	idx, st := plan.Load(c.o.Zones.Cluster.Cluster, kvs)
+	idx, st := l.Done()
 	c.mu.Lock()
 	c.idx = idx
 	c.mu.Unlock()

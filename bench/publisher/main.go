@@ -65,6 +65,8 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&sustainedProfile, "cpuprofile-sustained", "", "write a CPU profile of the sustained phase only to this file")
 	flag.StringVar(&heapProfile, "memprofile", "", "write a heap profile taken after the restart's sync (after a GC) to this file")
+	flag.StringVar(&restartProfile, "cpuprofile-restart", "", "write a CPU profile of the restart (load and full reconcile) only to this file")
+	flag.StringVar(&syncProfile, "cpuprofile-sync", "", "write a CPU profile of the initial sync only to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -87,7 +89,19 @@ func main() {
 
 // Profiles of single phases, so that a profile of the sustained phase is
 // not drowned in the initial sync's work.
-var sustainedProfile, heapProfile string
+var sustainedProfile, heapProfile, restartProfile, syncProfile string
+
+// profile starts a CPU profile into file ("" none) and returns its stop.
+func profile(file string) func() {
+	if file == "" {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err != nil || pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
 
 func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time.Duration, workers int, endpoint string, embedded bool) error {
 	ctx := context.Background()
@@ -179,7 +193,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	records, _ := publisher.All(publisher.Zones{Cluster: b}, src, publisher.Filter{})
 	rev0 := revision(ctx, cli)
 	c1, m1 := newCtrl()
+	stop := profile(syncProfile)
 	t1, initial, err := lead(c1)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -190,7 +206,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 
 	rev1 := revision(ctx, cli)
 	c2, m2 := newCtrl()
+	stop = profile(restartProfile)
 	t2, restart, err := lead(c2)
+	stop()
 	if err != nil {
 		return err
 	}

@@ -88,32 +88,53 @@ func NewIndex(cluster string) *Index {
 // writes. A record is ours iff its value names our cluster and a source;
 // everything else is remembered only as held by someone else.
 func Load(cluster string, kvs []KV) (*Index, LoadStats) {
-	x := NewIndex(cluster)
-	x.byHash = make(map[uint64]loc, len(kvs))
-	var st LoadStats
+	l := NewLoader(cluster)
+	l.x.byHash = make(map[uint64]loc, len(kvs))
+	l.Add(kvs)
+	return l.Done()
+}
+
+// Loader builds an index a page of a read at a time (Load in pieces), so
+// that a million values need not be held at once.
+type Loader struct {
+	x  *Index
+	st LoadStats
+}
+
+// NewLoader starts an index for cluster.
+func NewLoader(cluster string) *Loader { return &Loader{x: NewIndex(cluster)} }
+
+// Add indexes kvs; it keeps no reference to their values.
+func (l *Loader) Add(kvs []KV) {
+	x := l.x
 	for _, kv := range kvs {
 		// A view: the index keeps only the source, once per unit (set
 		// clones it), not a copy of it per record.
 		v, err := keys.DecodeView(kv.Value)
 		switch {
 		case err != nil:
-			st.Malformed++
+			l.st.Malformed++
 			x.foreign[kv.Key] = "malformed"
-		case v.Cluster != cluster || v.Source == "":
-			st.Foreign++
+		case v.Cluster != x.cluster || v.Source == "":
+			l.st.Foreign++
 			x.foreign[kv.Key] = v.Cluster + " " + v.Source // a new string, not a view
 		default:
-			st.Owned++
+			l.st.Owned++
 			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
 		}
 	}
+}
+
+// Done returns the index and what was met besides our own records.
+func (l *Loader) Done() (*Index, LoadStats) {
+	x := l.x
 	// The slices grew by appending; trim their spare capacity, which is a
 	// third of them on average and stays for the index's life.
 	for i := range x.units {
 		u := &x.units[i]
 		u.keys, u.slots = slices.Clip(slices.Clone(u.keys)), slices.Clip(slices.Clone(u.slots))
 	}
-	return x, st
+	return x, l.st
 }
 
 // find returns where key is, if we own it.
