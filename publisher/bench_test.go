@@ -78,7 +78,7 @@ func BenchmarkChangePlan(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		d, _ := Desired(z, src, Filter{}, unit)
-		res := plan.Diff(d, idx.Owned(unit), idx.HeldBy(unit))
+		res := idx.Diff(unit, plan.Encode(d))
 		if len(res.Ops) != 2 {
 			b.Fatalf("%d ops, want 2", len(res.Ops))
 		}

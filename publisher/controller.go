@@ -349,11 +349,12 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		c.log.Warn("skipped invalid parts of an object", "unit", unit, "problems", errors.Join(problems...).Error())
 	}
 	st.records = len(desired)
+	// Encoded before the lock: 16 workers share the index.
+	want := plan.Encode(desired)
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		c.mu.Lock()
-		owned := c.idx.Owned(unit)
-		res := plan.Diff(desired, owned, c.idx.HeldBy(unit))
+		res := c.idx.Diff(unit, want)
 		for _, cf := range res.Conflicts {
 			w := c.waiting[cf.Key]
 			if w == nil {
@@ -388,10 +389,9 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		// Someone changed a key we planned on: read those keys again
 		// (what we own and what we wanted) and plan from the truth.
 		c.m.Retries.Inc()
-		ks := make([]string, 0, len(owned)+len(desired))
-		for k := range owned {
-			ks = append(ks, k)
-		}
+		c.mu.Lock()
+		ks := c.idx.Keys(unit)
+		c.mu.Unlock()
 		for _, r := range desired {
 			ks = append(ks, r.Key)
 		}

@@ -25,6 +25,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -194,7 +195,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	rev0 := revision(ctx, cli)
 	c1, m1 := newCtrl()
 	stop := profile(syncProfile)
+	cpu0 := cpuTime()
 	t1, initial, err := lead(c1)
+	syncCPU := cpuTime() - cpu0
 	stop()
 	if err != nil {
 		return err
@@ -207,7 +210,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	rev1 := revision(ctx, cli)
 	c2, m2 := newCtrl()
 	stop = profile(restartProfile)
+	cpu0 = cpuTime()
 	t2, restart, err := lead(c2)
+	restartCPU := cpuTime() - cpu0
 	stop()
 	if err != nil {
 		return err
@@ -238,6 +243,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		}
 	}
 	start := time.Now()
+	cpu0, gc0 := cpuTime(), gcCPU()
 	changes := 0
 	for {
 		el := time.Since(start)
@@ -263,6 +269,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	susCPU, susGC := cpuTime()-cpu0, gcCPU()-gc0
 	t2.cancel()
 	<-t2.done
 	latMu.Lock()
@@ -276,10 +283,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "world\trecords\t%d\t\n", len(records))
 	fmt.Fprintf(w, "world\tetcd\t%s\t\n", etcdKind)
 	fmt.Fprintf(w, "initial sync\ttime\t%s\t\n", initial.Round(time.Millisecond))
+	fmt.Fprintf(w, "initial sync\tCPU of the bench process (publisher + source)\t%s\t\n", syncCPU.Round(time.Millisecond))
 	fmt.Fprintf(w, "initial sync\trecords written\t%.0f\t\n", written)
 	fmt.Fprintf(w, "initial sync\trecords/s\t%.0f\t\n", written/initial.Seconds())
 	fmt.Fprintf(w, "initial sync\tetcd revisions\t%d\t\n", rev1-rev0)
 	fmt.Fprintf(w, "restart\ttime\t%s\t\n", restart.Round(time.Millisecond))
+	fmt.Fprintf(w, "restart\tCPU of the bench process\t%s\t\n", restartCPU.Round(time.Millisecond))
 	fmt.Fprintf(w, "restart\trecord writes\t%.0f\t\n", restartWrites)
 	fmt.Fprintf(w, "restart\tetcd revisions (election key only)\t%d\t\n", rev2-rev1)
 	fmt.Fprintf(w, "restart\theap after sync (objects + owned index)\t%d MiB\t\n", ms.HeapAlloc>>20)
@@ -288,6 +297,10 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "sustained\tchange-to-commit p50\t%s\t\n", pct(sorted, 0.50))
 	fmt.Fprintf(w, "sustained\tchange-to-commit p99\t%s\t\n", pct(sorted, 0.99))
 	fmt.Fprintf(w, "sustained\tchange-to-commit max\t%s\t\n", pct(sorted, 1))
+	if changes > 0 {
+		fmt.Fprintf(w, "sustained\tCPU of the bench process per change (GC share)\t%s (%.0f%%)\t\n",
+			(susCPU / time.Duration(changes)).Round(time.Microsecond), 100*susGC.Seconds()/susCPU.Seconds())
+	}
 	w.Flush()
 	if restartWrites != 0 {
 		return fmt.Errorf("restart wrote %.0f records", restartWrites)
@@ -318,6 +331,27 @@ func startEtcd(bin string) (string, func(), error) {
 		os.RemoveAll(dir)
 	}
 	return client, stop, nil
+}
+
+// cpuTime is the CPU this process has used, user and system: unlike wall
+// times, it says what the publisher costs on a machine that others share.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// gcCPU is the CPU the garbage collector has used (runtime/metrics'
+// estimate), for the GC's share of a phase.
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
 }
 
 func freePort() string {

@@ -139,7 +139,7 @@ func (l *Loader) Done() (*Index, LoadStats) {
 
 // find returns where key is, if we own it.
 func (x *Index) find(key string) (loc, bool) {
-	if l, ok := x.byHash[keyHash(key)]; ok && x.keyAt(l) == key {
+	if l, ok := x.byHash[keyHash(key)]; ok && x.keyIs(l, key) {
 		return l, true
 	}
 	if len(x.spill) > 0 {
@@ -149,12 +149,13 @@ func (x *Index) find(key string) (loc, bool) {
 	return loc{}, false
 }
 
-// keyAt is the key at l. The conversion does not allocate where the
-// result is only compared.
-func (x *Index) keyAt(l loc) string {
+// keyIs reports whether the key at l is key, without making a string of
+// it (a function returning the key as a string allocated it, once per
+// lookup).
+func (x *Index) keyIs(l loc, key string) bool {
 	u := &x.units[l.unit]
 	s := u.slots[l.slot]
-	return string(u.keys[s.off : s.off+s.n])
+	return string(u.keys[s.off:s.off+s.n]) == key
 }
 
 func (x *Index) unitID(source string) int32 {
@@ -196,7 +197,7 @@ func (x *Index) set(source, key string, e Entry) {
 // place points key's lookup at l.
 func (x *Index) place(key string, l loc) {
 	h := keyHash(key)
-	if old, taken := x.byHash[h]; taken && x.keyAt(old) != key {
+	if old, taken := x.byHash[h]; taken && !x.keyIs(old, key) {
 		x.spill[key] = l
 		return
 	}
@@ -331,4 +332,95 @@ func (x *Index) Refresh(present []KV, absent []string) {
 			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
 		}
 	}
+}
+
+// Want is one desired record, encoded: what Index.Diff compares.
+type Want struct {
+	Key   string
+	Value []byte
+	Sum   Sum
+}
+
+// Encode encodes a unit's desired records for Index.Diff, keeping the first
+// of any two at one key as Diff does. It needs no index, so the publisher
+// runs it before taking the lock the index is under.
+func Encode(desired []keys.Record) []Want {
+	sorted := slices.IsSortedFunc(desired, func(a, b keys.Record) int { return strings.Compare(a.Key, b.Key) })
+	if !sorted {
+		desired = slices.Clone(desired)
+		slices.SortStableFunc(desired, func(a, b keys.Record) int { return strings.Compare(a.Key, b.Key) })
+	}
+	out := make([]Want, 0, len(desired))
+	for i, r := range desired {
+		if i > 0 && desired[i-1].Key == r.Key {
+			continue
+		}
+		v := r.Value.Encode()
+		out = append(out, Want{Key: r.Key, Value: v, Sum: SumOf(v)})
+	}
+	return out
+}
+
+// Diff is plan.Diff of want (from Encode) against what source owns and who
+// holds the other keys, read in place: copying a unit's entries into a map
+// first cost a map and a string per record on every change of a service
+// (bench/publisher/README.md).
+func (x *Index) Diff(source string, want []Want) Result {
+	var r Result
+	id, ok := x.ids[source]
+	var u *unit
+	var wanted []bool // by slot of source's unit
+	if ok {
+		u = &x.units[id]
+		wanted = make([]bool, len(u.slots))
+	}
+	for _, w := range want {
+		if l, found := x.find(w.Key); found {
+			if ok && l.unit == uint32(id) {
+				wanted[l.slot] = true
+				e := u.slots[l.slot].e
+				if e.Sum == w.Sum {
+					r.Unchanged++
+					continue
+				}
+				r.Ops = append(r.Ops, Op{Kind: Put, Key: w.Key, Value: w.Value, ModRev: e.ModRev})
+				continue
+			}
+			r.Conflicts = append(r.Conflicts, Conflict{Key: w.Key, Owner: x.cluster + " " + x.units[l.unit].source})
+			continue
+		}
+		if o, held := x.foreign[w.Key]; held {
+			r.Conflicts = append(r.Conflicts, Conflict{Key: w.Key, Owner: o})
+			continue
+		}
+		r.Ops = append(r.Ops, Op{Kind: Put, Key: w.Key, Value: w.Value})
+	}
+	// want is in key order, so the puts are too.
+	if ok {
+		var dels []Op
+		for i, s := range u.slots {
+			if s.n > 0 && !wanted[i] {
+				dels = append(dels, Op{Kind: Delete, Key: string(u.keys[s.off : s.off+s.n]), ModRev: s.e.ModRev})
+			}
+		}
+		slices.SortFunc(dels, func(a, b Op) int { return strings.Compare(a.Key, b.Key) })
+		r.Ops = append(r.Ops, dels...)
+	}
+	return r
+}
+
+// Keys lists the keys source owns.
+func (x *Index) Keys(source string) []string {
+	id, ok := x.ids[source]
+	if !ok {
+		return nil
+	}
+	u := &x.units[id]
+	out := make([]string, 0, u.live)
+	for _, s := range u.slots {
+		if s.n > 0 {
+			out = append(out, string(u.keys[s.off:s.off+s.n]))
+		}
+	}
+	return out
 }
