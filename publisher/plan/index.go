@@ -39,16 +39,60 @@ type Index struct {
 
 // unit is the keys one source owns. A removed key leaves a hole (n 0: no
 // key is empty) until the unit is compacted.
+//
+// A unit's keys mostly share a long prefix (a service's records all lie
+// under /skydns/local/cluster/svc/<ns>/<name>/), so a key is stored as the
+// bytes that follow its common prefix with the unit's first key, base: at
+// a million keys that prefix was half of the index's key bytes.
 type unit struct {
 	source string
+	base   []byte
 	keys   []byte
 	slots  []slot
 	live   int
 }
 
+// slot is one key: its suffix at keys[off:], and in n the suffix's length
+// (low 24 bits: etcd refuses requests long before 16 MiB) and the length
+// of the prefix it shares with base (high 8 bits, at most 255), so that a
+// slot stays 32 bytes.
 type slot struct {
 	off, n uint32
 	e      Entry
+}
+
+const suffixBits = 24
+
+func (s slot) lens() (cp, n uint32) { return s.n >> suffixBits, s.n & (1<<suffixBits - 1) }
+
+// keyIs reports whether s holds key, without making a string of it.
+func (u *unit) keyIs(s slot, key string) bool {
+	cp, n := s.lens()
+	return uint32(len(key)) == cp+n && string(u.base[:cp]) == key[:cp] && string(u.keys[s.off:s.off+n]) == key[cp:]
+}
+
+// key is the key s holds.
+func (u *unit) key(s slot) string {
+	cp, n := s.lens()
+	var b strings.Builder
+	b.Grow(int(cp + n))
+	b.Write(u.base[:cp])
+	b.Write(u.keys[s.off : s.off+n])
+	return b.String()
+}
+
+// add stores key and returns its slot, not yet in u.slots.
+func (u *unit) add(key string, e Entry) slot {
+	if u.base == nil {
+		u.base = []byte(key)
+	}
+	cp := 0
+	for cp < len(key) && cp < len(u.base) && cp < 255 && key[cp] == u.base[cp] {
+		cp++
+	}
+	s := slot{off: uint32(len(u.keys)), n: uint32(cp)<<suffixBits | uint32(len(key)-cp), e: e}
+	u.keys = append(u.keys, key[cp:]...)
+	return s
 }
 
 // loc is a key's position: unit id and slot.
@@ -154,8 +198,7 @@ func (x *Index) find(key string) (loc, bool) {
 // lookup).
 func (x *Index) keyIs(l loc, key string) bool {
 	u := &x.units[l.unit]
-	s := u.slots[l.slot]
-	return string(u.keys[s.off:s.off+s.n]) == key
+	return u.keyIs(u.slots[l.slot], key)
 }
 
 func (x *Index) unitID(source string) int32 {
@@ -187,8 +230,7 @@ func (x *Index) set(source, key string, e Entry) {
 	id := x.unitID(source)
 	u := &x.units[id]
 	l := loc{uint32(id), uint32(len(u.slots))}
-	u.slots = append(u.slots, slot{off: uint32(len(u.keys)), n: uint32(len(key)), e: e})
-	u.keys = append(u.keys, key...)
+	u.slots = append(u.slots, u.add(key, e))
 	u.live++
 	x.place(key, l)
 	x.n++
@@ -214,7 +256,7 @@ func (x *Index) Owned(source string) map[string]Entry {
 	out := make(map[string]Entry, u.live)
 	for _, s := range u.slots {
 		if s.n > 0 {
-			out[string(u.keys[s.off:s.off+s.n])] = s.e
+			out[u.key(s)] = s.e
 		}
 	}
 	return out
@@ -299,12 +341,13 @@ func (x *Index) compact(id int32) {
 		if s.n == 0 {
 			continue
 		}
+		_, n := s.lens()
 		slots = append(slots, slot{off: uint32(len(kb)), n: s.n, e: s.e})
-		kb = append(kb, u.keys[s.off:s.off+s.n]...)
+		kb = append(kb, u.keys[s.off:s.off+n]...)
 	}
 	u.keys, u.slots = kb, slots
 	for i, s := range slots {
-		k := string(kb[s.off : s.off+s.n])
+		k := u.key(s)
 		l := loc{uint32(id), uint32(i)}
 		if _, spilled := x.spill[k]; spilled {
 			x.spill[k] = l
@@ -400,7 +443,7 @@ func (x *Index) Diff(source string, want []Want) Result {
 		var dels []Op
 		for i, s := range u.slots {
 			if s.n > 0 && !wanted[i] {
-				dels = append(dels, Op{Kind: Delete, Key: string(u.keys[s.off : s.off+s.n]), ModRev: s.e.ModRev})
+				dels = append(dels, Op{Kind: Delete, Key: u.key(s), ModRev: s.e.ModRev})
 			}
 		}
 		slices.SortFunc(dels, func(a, b Op) int { return strings.Compare(a.Key, b.Key) })
@@ -419,7 +462,7 @@ func (x *Index) Keys(source string) []string {
 	out := make([]string, 0, u.live)
 	for _, s := range u.slots {
 		if s.n > 0 {
-			out = append(out, string(u.keys[s.off:s.off+s.n]))
+			out = append(out, u.key(s))
 		}
 	}
 	return out
