@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -29,6 +30,8 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -113,12 +116,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 			log.Warn("no etcd binary (run hack/tools.sh); using embedded etcd", "path", bin)
 			embedded = true
 		} else {
-			url, stop, err := startEtcd(bin)
+			url, pid, stop, err := startEtcd(bin)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			endpoint, etcdKind = url, "etcd binary, own process"
+			endpoint, etcdKind, etcdPID = url, "etcd binary, own process", pid
 		}
 	}
 	if endpoint == "" {
@@ -195,9 +198,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	rev0 := revision(ctx, cli)
 	c1, m1 := newCtrl()
 	stop := profile(syncProfile)
-	cpu0 := cpuTime()
+	cpu0, e0 := cpuTime(), etcdCPU()
 	t1, initial, err := lead(c1)
-	syncCPU := cpuTime() - cpu0
+	syncCPU, syncEtcd := cpuTime()-cpu0, etcdCPU()-e0
 	stop()
 	if err != nil {
 		return err
@@ -210,9 +213,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	rev1 := revision(ctx, cli)
 	c2, m2 := newCtrl()
 	stop = profile(restartProfile)
-	cpu0 = cpuTime()
+	cpu0, e0 = cpuTime(), etcdCPU()
 	t2, restart, err := lead(c2)
-	restartCPU := cpuTime() - cpu0
+	restartCPU, restartEtcd := cpuTime()-cpu0, etcdCPU()-e0
 	stop()
 	if err != nil {
 		return err
@@ -243,7 +246,8 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		}
 	}
 	start := time.Now()
-	cpu0, gc0 := cpuTime(), gcCPU()
+	gc0 := gcCPU()
+	cpu0, e0 = cpuTime(), etcdCPU()
 	changes := 0
 	for {
 		el := time.Since(start)
@@ -269,7 +273,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	susCPU, susGC := cpuTime()-cpu0, gcCPU()-gc0
+	susCPU, susGC, susEtcd := cpuTime()-cpu0, gcCPU()-gc0, etcdCPU()-e0
 	txn99 := bucketP99(m2.TxnLatency)
 	t2.cancel()
 	<-t2.done
@@ -289,7 +293,9 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "initial sync\trecords/s\t%.0f\t\n", written/initial.Seconds())
 	fmt.Fprintf(w, "initial sync\tetcd revisions\t%d\t\n", rev1-rev0)
 	fmt.Fprintf(w, "restart\ttime\t%s\t\n", restart.Round(time.Millisecond))
+	fmt.Fprintf(w, "initial sync\tCPU of etcd\t%s\t\n", syncEtcd.Round(time.Millisecond))
 	fmt.Fprintf(w, "restart\tCPU of the bench process\t%s\t\n", restartCPU.Round(time.Millisecond))
+	fmt.Fprintf(w, "restart\tCPU of etcd\t%s\t\n", restartEtcd.Round(time.Millisecond))
 	fmt.Fprintf(w, "restart\trecord writes\t%.0f\t\n", restartWrites)
 	fmt.Fprintf(w, "restart\tetcd revisions (election key only)\t%d\t\n", rev2-rev1)
 	fmt.Fprintf(w, "restart\theap after sync (objects + owned index)\t%d MiB\t\n", ms.HeapAlloc>>20)
@@ -302,6 +308,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	if changes > 0 {
 		fmt.Fprintf(w, "sustained\tCPU of the bench process per change (GC share)\t%s (%.0f%%)\t\n",
 			(susCPU / time.Duration(changes)).Round(time.Microsecond), 100*susGC.Seconds()/susCPU.Seconds())
+		fmt.Fprintf(w, "sustained\tCPU of etcd per change\t%s\t\n", (susEtcd / time.Duration(changes)).Round(time.Microsecond))
 	}
 	w.Flush()
 	if restartWrites != 0 {
@@ -312,10 +319,10 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 
 // startEtcd runs the etcd binary on free loopback ports in a temp dir,
 // as a process of its own like a production etcd.
-func startEtcd(bin string) (string, func(), error) {
+func startEtcd(bin string) (string, int, func(), error) {
 	dir, err := os.MkdirTemp("", "etcdns-bench-etcd-")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	client, peer := freePort(), freePort()
 	cmd := exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "data"),
@@ -325,14 +332,14 @@ func startEtcd(bin string) (string, func(), error) {
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop := func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 		os.RemoveAll(dir)
 	}
-	return client, stop, nil
+	return client, cmd.Process.Pid, stop, nil
 }
 
 // cpuTime is the CPU this process has used, user and system: unlike wall
@@ -343,6 +350,35 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// etcdPID is the etcd process the bench started, 0 for none.
+var etcdPID int
+
+// etcdCPU is the CPU the etcd process has used (user and system, from
+// /proc), 0 when etcd is not a process of the bench's own: what a change
+// costs etcd beside what it costs the publisher.
+func etcdCPU() time.Duration {
+	if etcdPID == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", etcdPID))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses;
+	// utime and stime are the 14th and 15th of the whole line.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
 }
 
 // gcCPU is the CPU the garbage collector has used (runtime/metrics'
