@@ -66,6 +66,7 @@ func main() {
 	endpoint := flag.String("etcd", "", "external etcd client URL, empty: start one (see -embedded)")
 	embedded := flag.Bool("embedded", false, "run etcd in this process (go.etcd.io/etcd/server/v3/embed) instead of the etcd binary of hack/tools.sh")
 	verbose := flag.Bool("v", false, "publisher logs on stderr")
+	flag.Int64Var(&pageSize, "page", 0, "keys per range read when loading the owned index (0: etcdstore's default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&sustainedProfile, "cpuprofile-sustained", "", "write a CPU profile of the sustained phase only to this file")
 	flag.StringVar(&heapProfile, "memprofile", "", "write a heap profile taken after the restart's sync (after a GC) to this file")
@@ -94,6 +95,11 @@ func main() {
 // Profiles of single phases, so that a profile of the sustained phase is
 // not drowned in the initial sync's work.
 var sustainedProfile, heapProfile, restartProfile, syncProfile string
+
+// pageSize is etcdstore.Store.PageSize: etcd 3.5 counts every key from a
+// page's start to the range's end on each page, so pages of a million-key
+// range cost it more than their keys.
+var pageSize int64
 
 // profile starts a CPU profile into file ("" none) and returns its stop.
 func profile(file string) func() {
@@ -159,7 +165,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		m := publisher.NewMetrics()
 		return publisher.NewController(publisher.Options{
 			Zones: publisher.Zones{Cluster: b}, Source: src, Filter: publisher.Filter{},
-			Store:  &etcdstore.Store{Client: cli, Timeout: 30 * time.Second},
+			Store:  &etcdstore.Store{Client: cli, Timeout: 30 * time.Second, PageSize: pageSize},
 			Ranges: ranges, MaxTxnOps: 128, MaxTxnBytes: 1572864, Workers: workers, Log: log, Metrics: m,
 			OnProgrammed: func(_ string, d time.Duration) {
 				latMu.Lock()
