@@ -170,7 +170,10 @@ func integer(b []byte, i int) (int64, int, bool) {
 // encoding/json escapes for HTML): the publisher encodes every record of
 // a service again on each of its changes. false: ask encoding/json.
 func encodeFast(v Value) ([]byte, bool) {
-	b := make([]byte, 0, 40+len(v.Host)+len(v.Text)+len(v.Group)+len(v.Cluster)+len(v.Source))
+	// The names, quotes and numbers of a typical record take about 80
+	// bytes: sized so that the buffer is allocated once (growing it was
+	// two thirds of this function's bytes on the publisher's change path).
+	b := make([]byte, 0, 96+len(v.Host)+len(v.Text)+len(v.Group)+len(v.Cluster)+len(v.Source))
 	b = append(b, '{')
 	str := func(name, s string) bool {
 		if s == "" {

@@ -86,15 +86,32 @@ func Key(prefix, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	labels := strings.Split(n, ".")
+	return reversed(prefix, n, ""), nil
+}
+
+// reversed is prefix, then the labels of the canonical name n in reverse
+// order, each after a '/', then "/"+id when id is set: one allocation, since
+// the publisher builds a key for every record of a service on each of its
+// changes.
+func reversed(prefix, n, id string) string {
 	var b strings.Builder
-	b.Grow(len(prefix) + len(n) + 1)
-	b.WriteString(prefix)
-	for i := len(labels) - 1; i >= 0; i-- {
-		b.WriteByte('/')
-		b.WriteString(labels[i])
+	size := len(prefix) + len(n) + 1
+	if id != "" {
+		size += 1 + len(id)
 	}
-	return b.String(), nil
+	b.Grow(size)
+	b.WriteString(prefix)
+	for end := len(n); end >= 0; {
+		i := strings.LastIndexByte(n[:end], '.')
+		b.WriteByte('/')
+		b.WriteString(n[i+1 : end])
+		end = i
+	}
+	if id != "" {
+		b.WriteByte('/')
+		b.WriteString(id)
+	}
+	return b.String()
 }
 
 // Name is the inverse of Key: the name whose exact key is key.
@@ -140,11 +157,14 @@ func RecordKey(prefix, owner, id string) (string, error) {
 	if !IsLabel(id) {
 		return "", fmt.Errorf("record id %q: not a lowercase DNS label", id)
 	}
-	k, err := Key(prefix, owner)
+	if err := CheckPrefix(prefix); err != nil {
+		return "", err
+	}
+	n, err := CanonicalName(owner)
 	if err != nil {
 		return "", err
 	}
-	return k + "/" + id, nil
+	return reversed(prefix, n, id), nil
 }
 
 // ErrNotRecordKey marks a key that has no id segment below an owner name.

@@ -184,14 +184,15 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 
 func (c *Controller) load(ctx context.Context) error {
 	start := time.Now()
-	kvs, rev, err := c.o.Store.Load(ctx, c.o.Ranges)
+	l := plan.NewLoader(c.o.Zones.Cluster.Cluster)
+	rev, err := c.o.Store.Each(ctx, c.o.Ranges, l.Add)
 	if etcdclient.IsDenied(err) {
 		return err // names the range already
 	}
 	if err != nil {
 		return fmt.Errorf("loading owned records: %w", err)
 	}
-	idx, st := plan.Load(c.o.Zones.Cluster.Cluster, kvs)
+	idx, st := l.Done()
 	c.mu.Lock()
 	c.idx = idx
 	c.mu.Unlock()
@@ -348,11 +349,12 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		c.log.Warn("skipped invalid parts of an object", "unit", unit, "problems", errors.Join(problems...).Error())
 	}
 	st.records = len(desired)
+	// Encoded before the lock: 16 workers share the index.
+	want := plan.Encode(desired)
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		c.mu.Lock()
-		owned := c.idx.Owned(unit)
-		res := plan.Diff(desired, owned, c.idx.HeldBy(unit))
+		res := c.idx.Diff(unit, want)
 		for _, cf := range res.Conflicts {
 			w := c.waiting[cf.Key]
 			if w == nil {
@@ -387,10 +389,9 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		// Someone changed a key we planned on: read those keys again
 		// (what we own and what we wanted) and plan from the truth.
 		c.m.Retries.Inc()
-		ks := make([]string, 0, len(owned)+len(desired))
-		for k := range owned {
-			ks = append(ks, k)
-		}
+		c.mu.Lock()
+		ks := c.idx.Keys(unit)
+		c.mu.Unlock()
 		for _, r := range desired {
 			ks = append(ks, r.Key)
 		}

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -25,9 +26,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -62,9 +66,12 @@ func main() {
 	endpoint := flag.String("etcd", "", "external etcd client URL, empty: start one (see -embedded)")
 	embedded := flag.Bool("embedded", false, "run etcd in this process (go.etcd.io/etcd/server/v3/embed) instead of the etcd binary of hack/tools.sh")
 	verbose := flag.Bool("v", false, "publisher logs on stderr")
+	flag.Int64Var(&pageSize, "page", 0, "keys per range read when loading the owned index (0: etcdstore's default)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.StringVar(&sustainedProfile, "cpuprofile-sustained", "", "write a CPU profile of the sustained phase only to this file")
 	flag.StringVar(&heapProfile, "memprofile", "", "write a heap profile taken after the restart's sync (after a GC) to this file")
+	flag.StringVar(&restartProfile, "cpuprofile-restart", "", "write a CPU profile of the restart (load and full reconcile) only to this file")
+	flag.StringVar(&syncProfile, "cpuprofile-sync", "", "write a CPU profile of the initial sync only to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -87,7 +94,24 @@ func main() {
 
 // Profiles of single phases, so that a profile of the sustained phase is
 // not drowned in the initial sync's work.
-var sustainedProfile, heapProfile string
+var sustainedProfile, heapProfile, restartProfile, syncProfile string
+
+// pageSize is etcdstore.Store.PageSize: etcd 3.5 counts every key from a
+// page's start to the range's end on each page, so pages of a million-key
+// range cost it more than their keys.
+var pageSize int64
+
+// profile starts a CPU profile into file ("" none) and returns its stop.
+func profile(file string) func() {
+	if file == "" {
+		return func() {}
+	}
+	f, err := os.Create(file)
+	if err != nil || pprof.StartCPUProfile(f) != nil {
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
+}
 
 func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time.Duration, workers int, endpoint string, embedded bool) error {
 	ctx := context.Background()
@@ -98,12 +122,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 			log.Warn("no etcd binary (run hack/tools.sh); using embedded etcd", "path", bin)
 			embedded = true
 		} else {
-			url, stop, err := startEtcd(bin)
+			url, pid, stop, err := startEtcd(bin)
 			if err != nil {
 				return err
 			}
 			defer stop()
-			endpoint, etcdKind = url, "etcd binary, own process"
+			endpoint, etcdKind, etcdPID = url, "etcd binary, own process", pid
 		}
 	}
 	if endpoint == "" {
@@ -141,7 +165,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		m := publisher.NewMetrics()
 		return publisher.NewController(publisher.Options{
 			Zones: publisher.Zones{Cluster: b}, Source: src, Filter: publisher.Filter{},
-			Store:  &etcdstore.Store{Client: cli, Timeout: 30 * time.Second},
+			Store:  &etcdstore.Store{Client: cli, Timeout: 30 * time.Second, PageSize: pageSize},
 			Ranges: ranges, MaxTxnOps: 128, MaxTxnBytes: 1572864, Workers: workers, Log: log, Metrics: m,
 			OnProgrammed: func(_ string, d time.Duration) {
 				latMu.Lock()
@@ -179,7 +203,11 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	records, _ := publisher.All(publisher.Zones{Cluster: b}, src, publisher.Filter{})
 	rev0 := revision(ctx, cli)
 	c1, m1 := newCtrl()
+	stop := profile(syncProfile)
+	cpu0, e0 := cpuTime(), etcdCPU()
 	t1, initial, err := lead(c1)
+	syncCPU, syncEtcd := cpuTime()-cpu0, etcdCPU()-e0
+	stop()
 	if err != nil {
 		return err
 	}
@@ -190,7 +218,11 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 
 	rev1 := revision(ctx, cli)
 	c2, m2 := newCtrl()
+	stop = profile(restartProfile)
+	cpu0, e0 = cpuTime(), etcdCPU()
 	t2, restart, err := lead(c2)
+	restartCPU, restartEtcd := cpuTime()-cpu0, etcdCPU()-e0
+	stop()
 	if err != nil {
 		return err
 	}
@@ -220,6 +252,8 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		}
 	}
 	start := time.Now()
+	gc0 := gcCPU()
+	cpu0, e0 = cpuTime(), etcdCPU()
 	changes := 0
 	for {
 		el := time.Since(start)
@@ -245,6 +279,8 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	susCPU, susGC, susEtcd := cpuTime()-cpu0, gcCPU()-gc0, etcdCPU()-e0
+	txn99 := bucketP99(m2.TxnLatency)
 	t2.cancel()
 	<-t2.done
 	latMu.Lock()
@@ -258,10 +294,14 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "world\trecords\t%d\t\n", len(records))
 	fmt.Fprintf(w, "world\tetcd\t%s\t\n", etcdKind)
 	fmt.Fprintf(w, "initial sync\ttime\t%s\t\n", initial.Round(time.Millisecond))
+	fmt.Fprintf(w, "initial sync\tCPU of the bench process (publisher + source)\t%s\t\n", syncCPU.Round(time.Millisecond))
 	fmt.Fprintf(w, "initial sync\trecords written\t%.0f\t\n", written)
 	fmt.Fprintf(w, "initial sync\trecords/s\t%.0f\t\n", written/initial.Seconds())
 	fmt.Fprintf(w, "initial sync\tetcd revisions\t%d\t\n", rev1-rev0)
 	fmt.Fprintf(w, "restart\ttime\t%s\t\n", restart.Round(time.Millisecond))
+	fmt.Fprintf(w, "initial sync\tCPU of etcd\t%s\t\n", syncEtcd.Round(time.Millisecond))
+	fmt.Fprintf(w, "restart\tCPU of the bench process\t%s\t\n", restartCPU.Round(time.Millisecond))
+	fmt.Fprintf(w, "restart\tCPU of etcd\t%s\t\n", restartEtcd.Round(time.Millisecond))
 	fmt.Fprintf(w, "restart\trecord writes\t%.0f\t\n", restartWrites)
 	fmt.Fprintf(w, "restart\tetcd revisions (election key only)\t%d\t\n", rev2-rev1)
 	fmt.Fprintf(w, "restart\theap after sync (objects + owned index)\t%d MiB\t\n", ms.HeapAlloc>>20)
@@ -270,6 +310,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	fmt.Fprintf(w, "sustained\tchange-to-commit p50\t%s\t\n", pct(sorted, 0.50))
 	fmt.Fprintf(w, "sustained\tchange-to-commit p99\t%s\t\n", pct(sorted, 0.99))
 	fmt.Fprintf(w, "sustained\tchange-to-commit max\t%s\t\n", pct(sorted, 1))
+	fmt.Fprintf(w, "sustained\tetcd transaction p99 (histogram bucket)\t<= %s\t\n", txn99)
+	if changes > 0 {
+		fmt.Fprintf(w, "sustained\tCPU of the bench process per change (GC share)\t%s (%.0f%%)\t\n",
+			(susCPU / time.Duration(changes)).Round(time.Microsecond), 100*susGC.Seconds()/susCPU.Seconds())
+		fmt.Fprintf(w, "sustained\tCPU of etcd per change\t%s\t\n", (susEtcd / time.Duration(changes)).Round(time.Microsecond))
+	}
 	w.Flush()
 	if restartWrites != 0 {
 		return fmt.Errorf("restart wrote %.0f records", restartWrites)
@@ -279,10 +325,10 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 
 // startEtcd runs the etcd binary on free loopback ports in a temp dir,
 // as a process of its own like a production etcd.
-func startEtcd(bin string) (string, func(), error) {
+func startEtcd(bin string) (string, int, func(), error) {
 	dir, err := os.MkdirTemp("", "etcdns-bench-etcd-")
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	client, peer := freePort(), freePort()
 	cmd := exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "data"),
@@ -292,14 +338,64 @@ func startEtcd(bin string) (string, func(), error) {
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stop := func() {
 		cmd.Process.Kill()
 		cmd.Wait()
 		os.RemoveAll(dir)
 	}
-	return client, stop, nil
+	return client, cmd.Process.Pid, stop, nil
+}
+
+// cpuTime is the CPU this process has used, user and system: unlike wall
+// times, it says what the publisher costs on a machine that others share.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// etcdPID is the etcd process the bench started, 0 for none.
+var etcdPID int
+
+// etcdCPU is the CPU the etcd process has used (user and system, from
+// /proc), 0 when etcd is not a process of the bench's own: what a change
+// costs etcd beside what it costs the publisher.
+func etcdCPU() time.Duration {
+	if etcdPID == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", etcdPID))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses;
+	// utime and stime are the 14th and 15th of the whole line.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+}
+
+// gcCPU is the CPU the garbage collector has used (runtime/metrics'
+// estimate), for the GC's share of a phase.
+func gcCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return time.Duration(s[0].Value.Float64() * float64(time.Second))
 }
 
 func freePort() string {
@@ -336,6 +432,22 @@ func revision(ctx context.Context, cli *clientv3.Client) int64 {
 		return 0
 	}
 	return r.Header.Revision
+}
+
+// bucketP99 is the upper bound of the histogram bucket that holds the 99th
+// percentile: how much of the change-to-commit tail is etcd's.
+func bucketP99(h prometheus.Histogram) string {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil || m.GetHistogram().GetSampleCount() == 0 {
+		return "-"
+	}
+	want := float64(m.GetHistogram().GetSampleCount()) * 0.99
+	for _, b := range m.GetHistogram().GetBucket() {
+		if float64(b.GetCumulativeCount()) >= want {
+			return time.Duration(b.GetUpperBound() * float64(time.Second)).String()
+		}
+	}
+	return "> last bucket"
 }
 
 func counter(c prometheus.Counter) float64 {

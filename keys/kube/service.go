@@ -80,7 +80,13 @@ func (b Builder) Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSl
 		}
 	}
 
-	for _, ep := range b.endpoints(svc, epSlices, &s) {
+	eps := b.endpoints(svc, epSlices, &s)
+	per := 1
+	if headless && len(eps) > 0 {
+		per = 3 + len(eps[0].ports)
+	}
+	s.grow(len(eps) * per)
+	for _, ep := range eps {
 		host := ep.host + "." + name
 		s.add(b.Address(host, src, ep.ip))
 		if !headless {
@@ -113,13 +119,23 @@ func serviceIPs(svc *corev1.Service) ([]netip.Addr, error) {
 	return ips, nil
 }
 
+// hostIP is an endpoint's identity among a service's slices.
+type hostIP struct {
+	host string
+	ip   netip.Addr
+}
+
 // endpoints merges the slices of a service into its ready addresses, each
 // (hostname, address) once however many slices carry it, sorted so the
 // records come out in the same order every time.
 func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, s *set) []endpoint {
 	tolerate := svc.Spec.PublishNotReadyAddresses || svc.Annotations[TolerateUnreadyAnnotation] == "true"
-	seen := map[string]bool{}
-	var out []endpoint
+	n := 0
+	for _, sl := range epSlices {
+		n += len(sl.Endpoints)
+	}
+	seen := make(map[hostIP]bool, n)
+	out := make([]endpoint, 0, n)
 	for _, sl := range epSlices {
 		if sl.Namespace != svc.Namespace || sl.Labels[discoveryv1.LabelServiceName] != svc.Name {
 			continue
@@ -146,7 +162,7 @@ func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.Endpoint
 					}
 					host = *e.Hostname
 				}
-				id := host + "/" + ip.String()
+				id := hostIP{host, ip}
 				if seen[id] {
 					continue
 				}

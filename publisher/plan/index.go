@@ -16,12 +16,13 @@ import (
 //
 // A large cluster owns a million keys, and the index lives as long as the
 // publisher, so it is laid out for the heap and the GC rather than for the
-// simplest code: a unit's keys lie back to back in one byte slice with its
-// entries beside them in another, and the key -> unit lookup is a map from
+// simplest code: a unit's keys (less the prefix they share with its first
+// key) lie back to back in one byte slice with its entries beside them in
+// another, and the key -> unit lookup is a map from
 // a 64-bit hash of the key to a position. None of these holds a pointer, so
 // a GC cycle does not trace a million strings and map entries (it did, and
 // that tracing was most of the change-to-commit tail at a million records),
-// and a key costs its bytes plus about 50 instead of about 220
+// and a key costs about 90 bytes instead of its own bytes plus about 220
 // (bench/publisher/README.md). A position is trusted only after the key
 // bytes it points at are compared with the key, so two keys with one hash
 // (practically never, with a seed drawn at start) cost a small side map,
@@ -39,16 +40,60 @@ type Index struct {
 
 // unit is the keys one source owns. A removed key leaves a hole (n 0: no
 // key is empty) until the unit is compacted.
+//
+// A unit's keys mostly share a long prefix (a service's records all lie
+// under /skydns/local/cluster/svc/<ns>/<name>/), so a key is stored as the
+// bytes that follow its common prefix with the unit's first key, base: at
+// a million keys that prefix was half of the index's key bytes.
 type unit struct {
 	source string
+	base   []byte
 	keys   []byte
 	slots  []slot
 	live   int
 }
 
+// slot is one key: its suffix at keys[off:], and in n the suffix's length
+// (low 24 bits: etcd refuses requests long before 16 MiB) and the length
+// of the prefix it shares with base (high 8 bits, at most 255), so that a
+// slot stays 32 bytes.
 type slot struct {
 	off, n uint32
 	e      Entry
+}
+
+const suffixBits = 24
+
+func (s slot) lens() (cp, n uint32) { return s.n >> suffixBits, s.n & (1<<suffixBits - 1) }
+
+// keyIs reports whether s holds key, without making a string of it.
+func (u *unit) keyIs(s slot, key string) bool {
+	cp, n := s.lens()
+	return uint32(len(key)) == cp+n && string(u.base[:cp]) == key[:cp] && string(u.keys[s.off:s.off+n]) == key[cp:]
+}
+
+// key is the key s holds.
+func (u *unit) key(s slot) string {
+	cp, n := s.lens()
+	var b strings.Builder
+	b.Grow(int(cp + n))
+	b.Write(u.base[:cp])
+	b.Write(u.keys[s.off : s.off+n])
+	return b.String()
+}
+
+// add stores key and returns its slot, not yet in u.slots.
+func (u *unit) add(key string, e Entry) slot {
+	if u.base == nil {
+		u.base = []byte(key)
+	}
+	cp := 0
+	for cp < len(key) && cp < len(u.base) && cp < 255 && key[cp] == u.base[cp] {
+		cp++
+	}
+	s := slot{off: uint32(len(u.keys)), n: uint32(cp)<<suffixBits | uint32(len(key)-cp), e: e}
+	u.keys = append(u.keys, key[cp:]...)
+	return s
 }
 
 // loc is a key's position: unit id and slot.
@@ -88,37 +133,58 @@ func NewIndex(cluster string) *Index {
 // writes. A record is ours iff its value names our cluster and a source;
 // everything else is remembered only as held by someone else.
 func Load(cluster string, kvs []KV) (*Index, LoadStats) {
-	x := NewIndex(cluster)
-	x.byHash = make(map[uint64]loc, len(kvs))
-	var st LoadStats
+	l := NewLoader(cluster)
+	l.x.byHash = make(map[uint64]loc, len(kvs))
+	l.Add(kvs)
+	return l.Done()
+}
+
+// Loader builds an index a page of a read at a time (Load in pieces), so
+// that a million values need not be held at once.
+type Loader struct {
+	x  *Index
+	st LoadStats
+}
+
+// NewLoader starts an index for cluster.
+func NewLoader(cluster string) *Loader { return &Loader{x: NewIndex(cluster)} }
+
+// Add indexes kvs; it keeps no reference to their values.
+func (l *Loader) Add(kvs []KV) {
+	x := l.x
 	for _, kv := range kvs {
 		// A view: the index keeps only the source, once per unit (set
 		// clones it), not a copy of it per record.
 		v, err := keys.DecodeView(kv.Value)
 		switch {
 		case err != nil:
-			st.Malformed++
+			l.st.Malformed++
 			x.foreign[kv.Key] = "malformed"
-		case v.Cluster != cluster || v.Source == "":
-			st.Foreign++
+		case v.Cluster != x.cluster || v.Source == "":
+			l.st.Foreign++
 			x.foreign[kv.Key] = v.Cluster + " " + v.Source // a new string, not a view
 		default:
-			st.Owned++
+			l.st.Owned++
 			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
 		}
 	}
+}
+
+// Done returns the index and what was met besides our own records.
+func (l *Loader) Done() (*Index, LoadStats) {
+	x := l.x
 	// The slices grew by appending; trim their spare capacity, which is a
 	// third of them on average and stays for the index's life.
 	for i := range x.units {
 		u := &x.units[i]
 		u.keys, u.slots = slices.Clip(slices.Clone(u.keys)), slices.Clip(slices.Clone(u.slots))
 	}
-	return x, st
+	return x, l.st
 }
 
 // find returns where key is, if we own it.
 func (x *Index) find(key string) (loc, bool) {
-	if l, ok := x.byHash[keyHash(key)]; ok && x.keyAt(l) == key {
+	if l, ok := x.byHash[keyHash(key)]; ok && x.keyIs(l, key) {
 		return l, true
 	}
 	if len(x.spill) > 0 {
@@ -128,12 +194,12 @@ func (x *Index) find(key string) (loc, bool) {
 	return loc{}, false
 }
 
-// keyAt is the key at l. The conversion does not allocate where the
-// result is only compared.
-func (x *Index) keyAt(l loc) string {
+// keyIs reports whether the key at l is key, without making a string of
+// it (a function returning the key as a string allocated it, once per
+// lookup).
+func (x *Index) keyIs(l loc, key string) bool {
 	u := &x.units[l.unit]
-	s := u.slots[l.slot]
-	return string(u.keys[s.off : s.off+s.n])
+	return u.keyIs(u.slots[l.slot], key)
 }
 
 func (x *Index) unitID(source string) int32 {
@@ -165,8 +231,7 @@ func (x *Index) set(source, key string, e Entry) {
 	id := x.unitID(source)
 	u := &x.units[id]
 	l := loc{uint32(id), uint32(len(u.slots))}
-	u.slots = append(u.slots, slot{off: uint32(len(u.keys)), n: uint32(len(key)), e: e})
-	u.keys = append(u.keys, key...)
+	u.slots = append(u.slots, u.add(key, e))
 	u.live++
 	x.place(key, l)
 	x.n++
@@ -175,7 +240,7 @@ func (x *Index) set(source, key string, e Entry) {
 // place points key's lookup at l.
 func (x *Index) place(key string, l loc) {
 	h := keyHash(key)
-	if old, taken := x.byHash[h]; taken && x.keyAt(old) != key {
+	if old, taken := x.byHash[h]; taken && !x.keyIs(old, key) {
 		x.spill[key] = l
 		return
 	}
@@ -192,7 +257,7 @@ func (x *Index) Owned(source string) map[string]Entry {
 	out := make(map[string]Entry, u.live)
 	for _, s := range u.slots {
 		if s.n > 0 {
-			out[string(u.keys[s.off:s.off+s.n])] = s.e
+			out[u.key(s)] = s.e
 		}
 	}
 	return out
@@ -277,12 +342,13 @@ func (x *Index) compact(id int32) {
 		if s.n == 0 {
 			continue
 		}
+		_, n := s.lens()
 		slots = append(slots, slot{off: uint32(len(kb)), n: s.n, e: s.e})
-		kb = append(kb, u.keys[s.off:s.off+s.n]...)
+		kb = append(kb, u.keys[s.off:s.off+n]...)
 	}
 	u.keys, u.slots = kb, slots
 	for i, s := range slots {
-		k := string(kb[s.off : s.off+s.n])
+		k := u.key(s)
 		l := loc{uint32(id), uint32(i)}
 		if _, spilled := x.spill[k]; spilled {
 			x.spill[k] = l
@@ -310,4 +376,95 @@ func (x *Index) Refresh(present []KV, absent []string) {
 			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
 		}
 	}
+}
+
+// Want is one desired record, encoded: what Index.Diff compares.
+type Want struct {
+	Key   string
+	Value []byte
+	Sum   Sum
+}
+
+// Encode encodes a unit's desired records for Index.Diff, keeping the first
+// of any two at one key as Diff does. It needs no index, so the publisher
+// runs it before taking the lock the index is under.
+func Encode(desired []keys.Record) []Want {
+	sorted := slices.IsSortedFunc(desired, func(a, b keys.Record) int { return strings.Compare(a.Key, b.Key) })
+	if !sorted {
+		desired = slices.Clone(desired)
+		slices.SortStableFunc(desired, func(a, b keys.Record) int { return strings.Compare(a.Key, b.Key) })
+	}
+	out := make([]Want, 0, len(desired))
+	for i, r := range desired {
+		if i > 0 && desired[i-1].Key == r.Key {
+			continue
+		}
+		v := r.Value.Encode()
+		out = append(out, Want{Key: r.Key, Value: v, Sum: SumOf(v)})
+	}
+	return out
+}
+
+// Diff is plan.Diff of want (from Encode) against what source owns and who
+// holds the other keys, read in place: copying a unit's entries into a map
+// first cost a map and a string per record on every change of a service
+// (bench/publisher/README.md).
+func (x *Index) Diff(source string, want []Want) Result {
+	var r Result
+	id, ok := x.ids[source]
+	var u *unit
+	var wanted []bool // by slot of source's unit
+	if ok {
+		u = &x.units[id]
+		wanted = make([]bool, len(u.slots))
+	}
+	for _, w := range want {
+		if l, found := x.find(w.Key); found {
+			if ok && l.unit == uint32(id) {
+				wanted[l.slot] = true
+				e := u.slots[l.slot].e
+				if e.Sum == w.Sum {
+					r.Unchanged++
+					continue
+				}
+				r.Ops = append(r.Ops, Op{Kind: Put, Key: w.Key, Value: w.Value, ModRev: e.ModRev})
+				continue
+			}
+			r.Conflicts = append(r.Conflicts, Conflict{Key: w.Key, Owner: x.cluster + " " + x.units[l.unit].source})
+			continue
+		}
+		if o, held := x.foreign[w.Key]; held {
+			r.Conflicts = append(r.Conflicts, Conflict{Key: w.Key, Owner: o})
+			continue
+		}
+		r.Ops = append(r.Ops, Op{Kind: Put, Key: w.Key, Value: w.Value})
+	}
+	// want is in key order, so the puts are too.
+	if ok {
+		var dels []Op
+		for i, s := range u.slots {
+			if s.n > 0 && !wanted[i] {
+				dels = append(dels, Op{Kind: Delete, Key: u.key(s), ModRev: s.e.ModRev})
+			}
+		}
+		slices.SortFunc(dels, func(a, b Op) int { return strings.Compare(a.Key, b.Key) })
+		r.Ops = append(r.Ops, dels...)
+	}
+	return r
+}
+
+// Keys lists the keys source owns.
+func (x *Index) Keys(source string) []string {
+	id, ok := x.ids[source]
+	if !ok {
+		return nil
+	}
+	u := &x.units[id]
+	out := make([]string, 0, u.live)
+	for _, s := range u.slots {
+		if s.n > 0 {
+			out = append(out, u.key(s))
+		}
+	}
+	return out
 }

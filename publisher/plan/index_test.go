@@ -6,7 +6,10 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/etcdns/etcdns/keys"
 )
 
 // TestIndexModel runs random puts, deletes and refreshes against the index
@@ -85,6 +88,20 @@ func TestIndexModel(t *testing.T) {
 					if ours && s != src && (!held || o != "c1 "+s) || ours && s == src && held {
 						t.Fatalf("step %d: %s held by %q %v for %s, owner %q", i, k, o, held, src, s)
 					}
+				}
+				// Index.Diff plans what Diff over a copy plans, from
+				// records in any order, with repeated keys.
+				var desired []keys.Record
+				for range rng.IntN(12) {
+					desired = append(desired, keys.Record{Key: key(), Value: keys.Value{Host: fmt.Sprintf("10.0.0.%d", rng.IntN(250))}})
+				}
+				plan := Diff(desired, x.Owned(src), x.HeldBy(src))
+				got := x.Diff(src, Encode(desired))
+				byKey := func(a, b Conflict) int { return strings.Compare(a.Key, b.Key) }
+				slices.SortFunc(plan.Conflicts, byKey)
+				slices.SortFunc(got.Conflicts, byKey)
+				if !reflect.DeepEqual(got, plan) {
+					t.Fatalf("step %d: Index.Diff %+v, want %+v", i, got, plan)
 				}
 			}
 		})
