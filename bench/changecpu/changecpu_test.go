@@ -8,7 +8,9 @@
 // turn, so the size stays put), each its own etcd request. The CPU is the
 // process's user plus system time from /proc/<pid>/stat over the changes,
 // until dnsd has shown the last one, divided by the changes made; the idle
-// CPU (no changes) over IDLE seconds before is printed beside it.
+// CPU (no changes) over IDLE seconds before is printed beside it, and the
+// read and write system calls and the context switches of all its threads
+// a change, which a busy machine does not blur as it does the CPU time.
 //
 // Several builds can be measured in one run, alternately, against the same
 // etcd and records (VARIANTS), so that a change is compared side by side
@@ -108,8 +110,8 @@ func TestChangeCPU(t *testing.T) {
 	}
 	fmt.Printf("%d records (A, %d names), %d single-record changes a second for %s, %d rounds of %d builds alternated\n\n",
 		records, records, rate, duration, rounds, len(vs))
-	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | process CPU a change |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | read / write syscalls a change | context switches a change | process CPU a change |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	next := 0 // the next change's record number
 	for round := 1; round <= rounds; round++ {
 		for _, v := range vs {
@@ -134,7 +136,7 @@ func TestChangeCPU(t *testing.T) {
 				}()
 				time.Sleep(100 * time.Millisecond)
 			}
-			cpu0 := harness.ProcCPU(pid)
+			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), switches(pid)
 			made, lastRev := 0, int64(0)
 			tick := time.NewTicker(time.Second / time.Duration(rate))
 			for end := time.Now().Add(duration); time.Now().Before(end); {
@@ -167,6 +169,7 @@ func TestChangeCPU(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			cpu := harness.ProcCPU(pid) - cpu0
+			io1, sw1 := procIO(pid), switches(pid)
 			after := harness.ProcMemory(pid)
 			if prof != nil {
 				if err := <-prof; err != nil {
@@ -175,12 +178,51 @@ func TestChangeCPU(t *testing.T) {
 				copyFile(t, v.bin, filepath.Join(profDir, v.name+".bin"))
 			}
 			p.Stop()
-			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
-				float64(idleCPU.Milliseconds())/idle.Seconds(), float64(cpu.Microseconds())/float64(made))
+			per := func(a, b int64) string { return fmt.Sprintf("%.1f", float64(b-a)/float64(made)) }
+			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s | %s / %s | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
+				float64(idleCPU.Milliseconds())/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
+				per(sw0, sw1), float64(cpu.Microseconds())/float64(made))
 		}
 	}
 	load2, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("\nload average at the end: %s", load2)
+}
+
+// procIO is /proc/<pid>/io: syscr and syscw count the read and write
+// system calls of all the process's threads.
+func procIO(pid int) map[string]int64 {
+	out := map[string]int64{}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok {
+			out[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return out
+}
+
+// switches is the context switches, voluntary and not, of all the
+// process's threads: a goroutine handing work to a parked one wakes a
+// thread, and each wake-up is a switch.
+func switches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
