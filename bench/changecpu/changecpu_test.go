@@ -123,9 +123,9 @@ func TestChangeCPU(t *testing.T) {
 			pid := p.Pid()
 			time.Sleep(idle)
 			loaded := harness.ProcMemory(pid)
-			idle0 := harness.ProcCPU(pid)
+			idle0, idleSw0 := harness.ProcCPU(pid), switches(pid)
 			time.Sleep(idle)
-			idleCPU := harness.ProcCPU(pid) - idle0
+			idleCPU, idleSw := harness.ProcCPU(pid)-idle0, switches(pid)-idleSw0
 
 			var prof chan error
 			if profDir != "" && round == 1 {
@@ -179,8 +179,8 @@ func TestChangeCPU(t *testing.T) {
 			}
 			p.Stop()
 			per := func(a, b int64) string { return fmt.Sprintf("%.1f", float64(b-a)/float64(made)) }
-			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s | %s / %s | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
-				float64(idleCPU.Milliseconds())/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
+			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
+				float64(idleCPU.Milliseconds())/idle.Seconds(), float64(idleSw)/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
 				per(sw0, sw1), float64(cpu.Microseconds())/float64(made))
 		}
 	}
