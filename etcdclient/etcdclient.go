@@ -114,14 +114,27 @@ func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error
 		Context:              ctx,
 		// The client's own zap logs duplicate the errors we return; keep
 		// only ours so the programs' slog output stays readable.
-		Logger:      zap.NewNop(),
-		DialOptions: []grpc.DialOption{reconnect(c)},
+		Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{reconnect(c),
+			grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	return cli, endpoints, nil
 }
+
+// window is the HTTP/2 flow-control window of every stream and of the
+// connection, fixed. Left to gRPC, the window is sized by its bandwidth
+// estimator, which sends a ping with the first data frame after each ping
+// answered: on a watch that gets a change now and then, that is a ping
+// written and its answer read (and etcd woken twice) for every change, and
+// a dnsd's CPU a changed record was mostly that (bench/changecpu). A fixed
+// window stops the pings. 4 MiB is large enough that a load's 15 MiB pages
+// are not slowed by the window across a link of a few milliseconds, and it
+// costs nothing while responses are read as they come: it only bounds
+// what etcd may send ahead of the reader.
+const window = 4 << 20
 
 // reconnect caps the wait between connection attempts at a second. gRPC's
 // default grows to two minutes, so after a minute's etcd outage dnsd's

@@ -197,3 +197,19 @@ func rrStrings(rrs []dns.RR) []string {
 	}
 	return out
 }
+
+// Before the first load there is no snapshot: with stub domains on (as
+// dnsd always runs) a query is answered SERVFAIL, and the process lives.
+func TestNoSnapshotYetWithStubs(t *testing.T) {
+	srv := newServer(t, nil)
+	srv.SetStubs(newStubs(t, prometheus.NewRegistry(), "127.0.0.1:1", "127.0.0.0/8"))
+	w := &worker{s: srv, from: netip.MustParseAddrPort("127.0.0.1:5300")}
+	b, _ := new(dns.Msg).SetQuestion("web.ns.svc.cluster.local.", dns.TypeA).Pack()
+	var m dns.Msg
+	if err := m.Unpack(w.handle(b)); err != nil {
+		t.Fatal(err)
+	}
+	if m.Rcode != dns.RcodeServerFailure {
+		t.Errorf("rcode %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
+	}
+}

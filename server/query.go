@@ -595,7 +595,11 @@ func (s *Server) rotates(m *dns.Msg) bool {
 
 // hasSkyDNS says whether sn serves a SkyDNS zone, the only kind whose
 // answers may chase names outside: without one, a query costs no Outside.
+// Before the first load there is no snapshot, and nothing to chase.
 func hasSkyDNS(sn *snap.Snapshot) bool {
+	if sn == nil {
+		return false
+	}
 	for _, z := range sn.Zones {
 		if z.SkyDNS {
 			return true

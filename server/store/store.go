@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -652,34 +653,39 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			prefixes = append(prefixes, p)
 		}
 	}
-	type result struct {
-		resp clientv3.WatchResponse
-		err  error
-	}
-	// Buffered, so that responses etcd has sent queue here while one is
-	// applied, where the loop below can take them together.
-	ch := make(chan result, 1024)
 	from := cur.Rev
-	for _, p := range prefixes {
-		wch := ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(from+1),
+	// One prefix, the usual case, is read straight from clientv3's channel
+	// (one): clientv3 already queues the responses it has read, and a
+	// goroutine between would cost a thread wake-up a response (bench/
+	// changecpu). Several are merged into ch, buffered so that responses
+	// queue there while one is applied, where the loop below can take them
+	// together.
+	watch := func(p string) clientv3.WatchChan {
+		return ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(from+1),
 			clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-		go func() {
-			for resp := range wch {
-				err := resp.Err()
-				select {
-				case ch <- result{resp, err}:
-				case <-ctx.Done():
-					return
+	}
+	var one clientv3.WatchChan
+	var ch chan result
+	if len(prefixes) == 1 {
+		one = watch(prefixes[0])
+	} else {
+		ch = make(chan result, 1024)
+		for _, p := range prefixes {
+			go func(wch clientv3.WatchChan) {
+				for {
+					resp, ok := <-wch
+					r := received(resp, ok)
+					select {
+					case ch <- r:
+					case <-ctx.Done():
+						return
+					}
+					if r.err != nil {
+						return
+					}
 				}
-				if err != nil {
-					return
-				}
-			}
-			select {
-			case ch <- result{err: errWatchClosed}:
-			case <-ctx.Done():
-			}
-		}()
+			}(watch(p))
+		}
 	}
 	// A quarter of the interval: the timeout is noticed at most that late.
 	tick := time.NewTicker(min(s.live.Interval, max(s.live.MaxLag, time.Millisecond)) / 4)
@@ -727,6 +733,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		var r result
 		select {
 		case r = <-ch:
+		case resp, ok := <-one:
+			r = received(resp, ok)
 		case h := <-heard:
 			switch {
 			case s.noProgress[ep.Name]:
@@ -830,20 +838,32 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		events := r.resp.Events
 		var pending error
 	drain:
-		for len(events) < maxCoalesced {
+		for yielded := false; len(events) < maxCoalesced; {
+			var more result
 			select {
-			case more := <-ch:
-				if more.err != nil {
-					pending = more.err
+			case more = <-ch:
+			case resp, ok := <-one:
+				more = received(resp, ok)
+			default:
+				// clientv3 hands on what it has queued one response at a
+				// time: let it pass the next before the batch is taken as
+				// complete.
+				if one == nil || yielded {
 					break drain
 				}
-				if len(more.resp.Events) == 0 && !more.resp.Created {
-					shown = max(shown, more.resp.Header.Revision)
-				}
-				events = append(events[:len(events):len(events)], more.resp.Events...)
-			default:
+				yielded = true
+				runtime.Gosched()
+				continue
+			}
+			yielded = false
+			if more.err != nil {
+				pending = more.err
 				break drain
 			}
+			if len(more.resp.Events) == 0 && !more.resp.Created {
+				shown = max(shown, more.resp.Header.Revision)
+			}
+			events = append(events[:len(events):len(events)], more.resp.Events...)
 		}
 		for _, ev := range events {
 			shown = max(shown, ev.Kv.ModRevision)
@@ -868,6 +888,20 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		// The time spent applying is ours, not the stream's silence.
 		last = time.Now()
 	}
+}
+
+// result is one watch response, or why the watch ended.
+type result struct {
+	resp clientv3.WatchResponse
+	err  error
+}
+
+// received is what a receive from a clientv3 watch channel delivered.
+func received(resp clientv3.WatchResponse, ok bool) result {
+	if !ok {
+		return result{err: errWatchClosed}
+	}
+	return result{resp, resp.Err()}
 }
 
 // apply derives the next snapshot from events: only the zones they touch

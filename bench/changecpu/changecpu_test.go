@@ -1,0 +1,295 @@
+//go:build bench
+
+// Package changecpu measures what one changed record costs a dnsd process
+// (issue 18 item 4: at most 20 us of CPU a change, RSS at most 20 MiB at
+// 10k records): a real etcd holding RECORDS A records, a real dnsd loading
+// and watching it, and RATE single-record changes a second for DURATION
+// seconds (a put of a new record, then a delete of the oldest added, in
+// turn, so the size stays put), each its own etcd request. The CPU is the
+// process's user plus system time from /proc/<pid>/stat over the changes,
+// until dnsd has shown the last one, divided by the changes made; the idle
+// CPU (no changes) over IDLE seconds before is printed beside it, and the
+// read and write system calls and the context switches of all its threads
+// a change, which a busy machine does not blur as it does the CPU time.
+//
+// Several builds can be measured in one run, alternately, against the same
+// etcd and records (VARIANTS), so that a change is compared side by side
+// on a noisy machine. bench/changecpu/run.sh builds them from git refs.
+package changecpu
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/keys"
+)
+
+func env(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
+
+// variant is one dnsd build and the environment it runs with.
+type variant struct {
+	name, bin string
+	env       []string
+}
+
+// variants reads VARIANTS: "name=path[:K=V...]" separated by spaces; by
+// default the tree's own dnsd.
+func variants(t *testing.T) []variant {
+	spec := strings.Fields(os.Getenv("VARIANTS"))
+	if len(spec) == 0 {
+		return []variant{{name: "tree", bin: harness.BuildBinary(t, "./cmd/dnsd")}}
+	}
+	var out []variant
+	for _, s := range spec {
+		name, rest, ok := strings.Cut(s, "=")
+		if !ok {
+			t.Fatalf("VARIANTS: %q: want name=path[:K=V...]", s)
+		}
+		parts := strings.Split(rest, ":")
+		out = append(out, variant{name: name, bin: parts[0], env: parts[1:]})
+	}
+	return out
+}
+
+var layout = keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench"}
+
+// record is the i-th A record: 100 names a service, 100 services a
+// namespace, as endpoint records are.
+func record(t *testing.T, i int, base byte) keys.Record {
+	owner := fmt.Sprintf("ep%d.svc%d.ns%d.svc.cluster.local", i%100, (i/100)%100, i/10000)
+	r, err := layout.Address(owner, "bench", netip.AddrFrom4([4]byte{10, base, byte(i >> 8), byte(i)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestChangeCPU(t *testing.T) {
+	records := env("RECORDS", 10_000)
+	rate := env("RATE", 100)
+	duration := time.Duration(env("DURATION", 20)) * time.Second
+	idle := time.Duration(env("IDLE", 5)) * time.Second
+	rounds := env("ROUNDS", 2)
+	profDir := os.Getenv("PROFILE")
+	vs := variants(t)
+
+	load1, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("Machine: %d x %s, Go %s; load average at start: %s", runtime.NumCPU(), cpuModel(), runtime.Version(), load1)
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	for i := 0; i < records; {
+		ops := make([]clientv3.Op, 0, 128)
+		for ; i < records && len(ops) < 128; i++ {
+			r := record(t, i, 1)
+			ops = append(ops, clientv3.OpPut(r.Key, string(r.Value.Encode())))
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fmt.Printf("%d records (A, %d names), %d single-record changes a second for %s, %d rounds of %d builds alternated\n\n",
+		records, records, rate, duration, rounds, len(vs))
+	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | read / write syscalls a change | context switches a change | process CPU a change |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	next := 0 // the next change's record number
+	for round := 1; round <= rounds; round++ {
+		for _, v := range vs {
+			dnsAddr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+			ops := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+			p := harness.StartProcess(t, v.bin, []string{
+				"--etcd.endpoints=" + etcd.Endpoint, "--dnsd.listen=" + dnsAddr, "--dnsd.metrics-listen=" + ops,
+			}, v.env, func() error { return harness.HTTPOK("http://" + ops + "/readyz") })
+			pid := p.Pid()
+			time.Sleep(idle)
+			loaded := harness.ProcMemory(pid)
+			idle0, idleSw0 := harness.ProcCPU(pid), switches(pid)
+			time.Sleep(idle)
+			idleCPU, idleSw := harness.ProcCPU(pid)-idle0, switches(pid)-idleSw0
+
+			var prof chan error
+			if profDir != "" && round == 1 {
+				prof = make(chan error, 1)
+				go func() {
+					prof <- fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", ops, int(duration.Seconds())-1),
+						filepath.Join(profDir, v.name+".pprof"))
+				}()
+				time.Sleep(100 * time.Millisecond)
+			}
+			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), switches(pid)
+			made, lastRev := 0, int64(0)
+			tick := time.NewTicker(time.Second / time.Duration(rate))
+			for end := time.Now().Add(duration); time.Now().Before(end); {
+				<-tick.C
+				// Even: add record next; odd: delete the one added before.
+				r := record(t, records+next/2, 2)
+				var rev int64
+				if next%2 == 0 {
+					resp, err := cli.Put(ctx, r.Key, string(r.Value.Encode()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					rev = resp.Header.Revision
+				} else {
+					resp, err := cli.Delete(ctx, r.Key)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rev = resp.Header.Revision
+				}
+				next++
+				made++
+				lastRev = rev
+			}
+			tick.Stop()
+			for deadline := time.Now().Add(10 * time.Second); metric(ops, "etcdns_dnsd_etcd_revision") < float64(lastRev); {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: dnsd did not reach revision %d", v.name, lastRev)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cpu := harness.ProcCPU(pid) - cpu0
+			io1, sw1 := procIO(pid), switches(pid)
+			after := harness.ProcMemory(pid)
+			if prof != nil {
+				if err := <-prof; err != nil {
+					t.Errorf("profile: %v", err)
+				}
+				copyFile(t, v.bin, filepath.Join(profDir, v.name+".bin"))
+			}
+			p.Stop()
+			per := func(a, b int64) string { return fmt.Sprintf("%.1f", float64(b-a)/float64(made)) }
+			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
+				float64(idleCPU.Milliseconds())/idle.Seconds(), float64(idleSw)/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
+				per(sw0, sw1), float64(cpu.Microseconds())/float64(made))
+		}
+	}
+	load2, _ := os.ReadFile("/proc/loadavg")
+	fmt.Printf("\nload average at the end: %s", load2)
+}
+
+// procIO is /proc/<pid>/io: syscr and syscw count the read and write
+// system calls of all the process's threads.
+func procIO(pid int) map[string]int64 {
+	out := map[string]int64{}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return out
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok {
+			out[k], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return out
+}
+
+// switches is the context switches, voluntary and not, of all the
+// process's threads: a goroutine handing work to a parked one wakes a
+// thread, and each wake-up is a switch.
+func switches(pid int) int64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	var n int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+func rss(m map[string]int64) string {
+	return fmt.Sprintf("%s (%.1f / %.1f)", mib(m["VmRSS"]), float64(m["RssAnon"])/(1<<20), float64(m["RssFile"])/(1<<20))
+}
+
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// metric is the value of an unlabelled metric on dnsd's /metrics; -1 when
+// it cannot be read.
+func metric(ops, name string) float64 {
+	resp, err := http.Get("http://" + ops + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, resp.Body)
+	return cmp.Or(err, f.Close())
+}
+
+func copyFile(t *testing.T, from, to string) {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
