@@ -319,20 +319,24 @@ func TestGRPCProxyFrozen(t *testing.T) {
 	}
 	// A write outside dnsd's prefixes, so that a member would answer
 	// progress requests (etcd answers once its revision reaches the
-	// watch's start), then quiet long enough for the frontends to have
-	// found that the proxy drops them (etcd's own progress notifications
-	// come every ten minutes here): the quiet stream is kept, and the
-	// freeze must be noticed by the read that stands in for them.
+	// watch's start), then quiet until the frontends have found that the
+	// proxy drops them (a linearizable read sees the write, one progress
+	// request goes unanswered for the timeout; etcd's own progress
+	// notifications come every ten minutes here): the quiet stream is
+	// kept all along, and the freeze must be noticed by the read that
+	// stands in for them.
 	if _, err := cli.Put(context.Background(), "/elsewhere", "x"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
 	for i, fe := range ds {
+		waitFor(t, 10*time.Second, func() error {
+			if log := faultLog(t, fe.Process); !strings.Contains(log, "answers reads but not watch progress requests") {
+				return fmt.Errorf("frontend %d: its log does not say it found the proxy dropping progress requests", i)
+			}
+			return nil
+		})
 		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n != 0 {
 			t.Errorf("frontend %d: %v watch restarts for a quiet stream through a healthy proxy", i, n)
-		}
-		if log := faultLog(t, fe.Process); !strings.Contains(log, "answers reads but not watch progress requests") {
-			t.Errorf("frontend %d: its log does not say it found the proxy dropping progress requests", i)
 		}
 	}
 	proxies[first].Pause()

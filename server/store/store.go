@@ -246,10 +246,14 @@ func (s *Store) proven() { s.heard.Store(time.Now().UnixNano()) }
 // process in front of the stream still serves. It gets what is left of
 // the timeout after a quiet interval, so a frozen proxy is left as soon as
 // a frozen member is.
-func (s *Store) probe(ctx context.Context, ep Endpoint) (rev int64, err error) {
+func (s *Store) probe(ctx context.Context, ep Endpoint, linearizable bool) (rev int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.live.Timeout-s.live.Interval)
 	defer cancel()
-	resp, err := ep.Client.Get(ctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
+	opts := []clientv3.OpOption{clientv3.WithKeysOnly()}
+	if !linearizable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	resp, err := ep.Client.Get(ctx, s.zones[0].Prefix, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -623,6 +627,10 @@ const maxCoalesced = 100_000
 // errWatchClosed reports a watch channel closed without an error.
 var errWatchClosed = errors.New("watch channel closed")
 
+// maxCheck bounds the back-off of the linearizable reads that tell a
+// member from a grpc-proxy while nothing has been written since the load.
+const maxCheck = 30 * time.Second
+
 // errLagging reports a stream that did not show, within MaxLag, a revision
 // another endpoint had reported.
 var errLagging = errors.New("watch stream fell behind a revision another endpoint reported")
@@ -698,6 +706,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// which a member answers them.
 	answered := false
 	var past time.Time
+	// checked: the last linearizable read that looked for the cluster
+	// past the watch's start; they back off to maxCheck, since a cluster
+	// nothing is written to may stay where it is for hours.
+	checked, checkEvery := began, s.live.Timeout
 	// ask sends a progress request on the watch's own stream (the same
 	// context metadata picks it), so that its answer proves that stream.
 	// Off this goroutine: a send to a frozen member must not stop the
@@ -782,15 +794,16 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// drops them, and a member leaves them unanswered until its
 			// revision reaches the watch's start (nothing written since
 			// the load). So a read of the endpoint proves it alive, once
-			// an interval; meanwhile a progress request finds out whether
-			// it is a member, and one still unanswered a timeout after a
-			// write has passed the watch's start marks it as a proxy.
+			// an interval. Which one it is shows once the cluster is past
+			// the watch's start (an event, or a linearizable read, which
+			// a proxy does not answer from its cache, now and then): one
+			// progress request then, answered by a member and left
+			// unanswered for a timeout by a proxy.
 			if quiet < s.live.Interval || time.Since(probed) < s.live.Interval {
 				continue
 			}
 			probed = time.Now()
-			rev, err := s.probe(ctx, ep)
-			if err != nil {
+			if _, err := s.probe(ctx, ep, false); err != nil {
 				return fmt.Errorf("%w: %w", errProgressTimeout, err)
 			}
 			last = time.Now()
@@ -798,8 +811,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			if s.noProgress[ep.Name] {
 				continue
 			}
-			if rev > from && past.IsZero() {
-				past = time.Now()
+			if past.IsZero() && time.Since(checked) >= checkEvery {
+				checked, checkEvery = time.Now(), min(2*checkEvery, maxCheck)
+				if rev, err := s.probe(ctx, ep, true); err == nil && rev > from {
+					past = time.Now()
+					ask()
+				}
 			}
 			if !past.IsZero() && time.Since(past) >= s.live.Timeout {
 				s.noProgress[ep.Name] = true
@@ -807,9 +824,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				stopProbes()
 				s.log.Info("etcd endpoint answers reads but not watch progress requests (an etcd grpc-proxy); its liveness is checked with a read each interval",
 					"endpoint", ep.Name)
-				continue
 			}
-			ask()
 			continue
 		case <-ctx.Done():
 			return ctx.Err()
@@ -819,6 +834,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		last = time.Now()
 		s.proven()
+		if len(r.resp.Events) > 0 && !answered && past.IsZero() && !s.noProgress[ep.Name] {
+			past = time.Now() // the cluster is past the watch's start
+			ask()
+		}
 		if len(r.resp.Events) == 0 && !r.resp.Created {
 			answered = true
 			s.progress[ep.Name] = true
