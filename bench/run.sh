@@ -20,6 +20,8 @@ OUT=$parts/cores.md bench/cores/run.sh
 OUT=$parts/scale.md bench/scale/run.sh
 OUT=$parts/publisher.md bench/publisher/run.sh
 bench/e2e/run.sh | tee "$parts/e2e.txt"
+# One frontend's CPU a change and memory, at 10k and 100k records.
+{ RECORDS=10000 ROUNDS=2 bench/changecpu/run.sh; RECORDS=100000 ROUNDS=1 bench/changecpu/run.sh; } | tee "$parts/changecpu.txt"
 # The fleet at the sizes two cores hold: one member, then three with a
 # writer per member, then the cold start over 100k records.
 FRONTENDS=25,50,100 DURATION=10 bench/fleet/run.sh | tee "$parts/fleet1.txt"
@@ -65,6 +67,12 @@ version() { "$@" 2>&1 | head -1; }
 	echo "## publisher (\`bench/publisher/run.sh\`)"
 	echo
 	cat "$parts/publisher.md"
+	echo
+	echo "## One frontend: CPU a changed record and memory (\`bench/changecpu/run.sh\`)"
+	echo
+	echo '\`\`\`'
+	grep -v -E '^\s*--- (PASS|FAIL)' "$parts/changecpu.txt"
+	echo '\`\`\`'
 	echo
 	echo "## A fleet of frontends (\`bench/fleet/run.sh\`)"
 	echo
