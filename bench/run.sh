@@ -70,9 +70,9 @@ version() { "$@" 2>&1 | head -1; }
 	echo
 	echo "## One frontend: CPU a changed record and memory (\`bench/changecpu/run.sh\`)"
 	echo
-	echo '\`\`\`'
+	echo '```'
 	grep -v -E '^\s*--- (PASS|FAIL)' "$parts/changecpu.txt"
-	echo '\`\`\`'
+	echo '```'
 	echo
 	echo "## A fleet of frontends (\`bench/fleet/run.sh\`)"
 	echo
