@@ -26,7 +26,7 @@ bench/e2e/run.sh | tee "$parts/e2e.txt"
 # writer per member, then the cold start over 100k records.
 FRONTENDS=25,50,100 DURATION=10 bench/fleet/run.sh | tee "$parts/fleet1.txt"
 FRONTENDS=50 MEMBERS=3 WRITERS=3 DURATION=10 bench/fleet/run.sh | tee "$parts/fleet3.txt"
-FRONTENDS=100 SERVICES=33334 PATHS=direct,proxy DURATION=5 bench/fleet/run.sh | tee "$parts/fleet100k.txt"
+FRONTENDS=50 SERVICES=33334 PATHS=direct,proxy DURATION=5 bench/fleet/run.sh | tee "$parts/fleet100k.txt"
 OUT=$parts/faults.md RUNS=3 bench/faults/run.sh
 
 version() { "$@" 2>&1 | head -1; }
