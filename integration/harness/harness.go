@@ -3,12 +3,14 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -100,30 +102,51 @@ var (
 
 // FreePort returns a port on 127.0.0.1 that is free for both TCP and UDP,
 // because DNS servers bind both on the same number.
+//
+// It is drawn below the kernel's ephemeral range, not from it: a process
+// the tests restart on its port (an etcd member stopped and started again)
+// would otherwise find it taken by some client's outgoing connection, which
+// the kernel gives any free port of that range, and fail with "address
+// already in use".
 func FreePort(t testing.TB) int {
 	t.Helper()
 	portsMu.Lock()
 	defer portsMu.Unlock()
-	for range 100 {
-		tcp, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo, hi := portsBelowEphemeral()
+	for range 1000 {
+		port := lo + rand.IntN(hi-lo)
+		if usedPorts[port] {
+			continue
 		}
-		port := tcp.Addr().(*net.TCPAddr).Port
+		tcp, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
 		udp, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		tcp.Close()
 		if err != nil {
 			continue
 		}
 		udp.Close()
-		if usedPorts[port] {
-			continue
-		}
 		usedPorts[port] = true
 		return port
 	}
-	t.Fatal("no port free for both TCP and UDP after 100 attempts")
+	t.Fatal("no port free for both TCP and UDP after 1000 attempts")
 	return 0
+}
+
+// portsBelowEphemeral is the range FreePort draws from: from 10000 up to
+// the start of net.ipv4.ip_local_port_range (32768 by default).
+func portsBelowEphemeral() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil && start > lo+1000 {
+				hi = start
+			}
+		}
+	}
+	return lo, hi
 }
 
 type buildResult struct {
