@@ -26,7 +26,9 @@ package fleetbench
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -388,14 +390,15 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				path = fmt.Sprintf("%d grpc-proxy", k)
 			}
 			ws := writes.between(storm, time.Now())
-			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v | %.1f / - ms | - | - | - | - | - | - | - |",
-				n, path, len(pending), n, stormLimit, float64(pct(ws, 99))/1e6)}
+			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | %.1f / - ms | - | - | - | - | - | - | - |",
+				n, path, len(pending), n, stormLimit, loadRetries(fes), float64(pct(ws, 99))/1e6)}
 		}
 		pending = slices.DeleteFunc(pending, func(fe frontend) bool { return harness.HTTPOK(fe.metrics+"/readyz") == nil })
 		time.Sleep(20 * time.Millisecond)
 	}
 	coldStart := time.Since(storm)
 	stormWrites := writes.between(storm, storm.Add(coldStart))
+	retried := loadRetries(fes)
 	after := time.Now()
 
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -540,11 +543,33 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	row := fmt.Sprintf("| %d | %s | %.1f s | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.1f / %.1f MiB |",
-		n, path, coldStart.Seconds(), ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
+	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.1f / %.1f MiB |",
+		n, path, coldStart.Seconds(), retried, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
 		slowest, ms(slowP99), strings.Join(ecpu, " + "), proxyCol, rss[len(rss)/2], rss[len(rss)-1])
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
+}
+
+// loadRetries is how many pages of their loads the frontends had to ask
+// for again (etcdns_dnsd_load_retries_total, summed): a storm that etcd
+// cannot serve within the request timeout shows here.
+func loadRetries(fes []frontend) int {
+	total := 0
+	for _, f := range fes {
+		resp, err := http.Get(f.metrics + "/metrics")
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, "etcdns_dnsd_load_retries_total "); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				total += int(n)
+			}
+		}
+	}
+	return total
 }
 
 // pct is the p-th percentile (nearest rank) of ds; -1 if empty.

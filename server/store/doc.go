@@ -82,7 +82,11 @@
 // large pages (see PageSize): the first page is linearizable, so that no
 // frontend starts from a revision older than the cluster's, and the rest
 // are serializable reads at that page's revision, which any member serves
-// from its own store and an etcd grpc-proxy may serve from its cache. All
+// from its own store and an etcd grpc-proxy may serve from its cache. A
+// page that fails is asked for again alone, at the same revision, with
+// twice the time (etcdns_dnsd_load_retries_total counts them): in a storm a
+// page can take etcd longer than the request timeout, and starting the
+// load over would ask again for every page etcd is still serving. All
 // prefixes are watched on one gRPC stream (the watches share a context).
 // Readiness comes only after the first whole load.
 //

@@ -67,12 +67,13 @@ type Store struct {
 	// startJitter: the first load waits a random time up to this.
 	startJitter time.Duration
 
-	records   *prometheus.GaugeVec
-	revision  prometheus.Gauge
-	restarts  *prometheus.CounterVec
-	endpoint  *prometheus.GaugeVec
-	lag       prometheus.Gauge
-	malformed *prometheus.CounterVec
+	records     *prometheus.GaugeVec
+	revision    prometheus.Gauge
+	restarts    *prometheus.CounterVec
+	endpoint    *prometheus.GaugeVec
+	lag         prometheus.Gauge
+	malformed   *prometheus.CounterVec
+	loadRetries prometheus.Counter
 
 	pageSize int64 // PageSize; tests page a small load
 
@@ -165,6 +166,10 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 			Name: "etcdns_dnsd_malformed_values_total", Help: "Values skipped because they are not valid records, per zone.",
 		}, []string{"zone"}),
 	}
+	s.loadRetries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_load_retries_total",
+		Help: "Pages of a load or relist that failed and were asked for again (each with a longer timeout).",
+	})
 	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonLagging, ReasonNoLeader, ReasonClosed, ReasonUnreachable, ReasonError} {
 		s.restarts.WithLabelValues(r)
 	}
@@ -173,7 +178,7 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		Name: "etcdns_dnsd_snapshot_staleness_seconds",
 		Help: "Seconds the served snapshot may have been behind etcd: since it was last proven current (a load, or any response on the watch stream within the progress timeout), or since another endpoint reported a revision the stream has not shown; 0 while proven.",
 	}, s.staleness)
-	reg.MustRegister(s.records, s.revision, s.restarts, s.endpoint, s.lag, staleness, s.malformed)
+	reg.MustRegister(s.records, s.revision, s.restarts, s.endpoint, s.lag, staleness, s.malformed, s.loadRetries)
 	return s
 }
 
@@ -526,19 +531,38 @@ type page struct {
 // etcd grpc-proxy may answer from its cache (a page at a fixed revision
 // never changes). A member that has not applied the revision yet says so,
 // and the page is asked for again linearizably.
+//
+// A page that fails is asked for again, alone: when a fleet starts at
+// once, a page of tens of thousands of keys can take etcd longer than the
+// request timeout, and starting the whole load over would only ask etcd
+// for every page again while it still serves the abandoned ones. Each
+// retry backs off with jitter and gives the page twice the time the last
+// try had. Only a compacted revision ends the load: it must start again
+// at a newer one.
 func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages chan<- page) {
 	defer close(pages)
+	backoff, deadline := 100*time.Millisecond, s.timeout
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(s.pageSize)}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev), clientv3.WithSerializable())
 		}
-		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		rctx, cancel := context.WithTimeout(ctx, deadline)
 		resp, err := s.cli.Get(rctx, key, opts...)
 		if errors.Is(err, rpctypes.ErrFutureRev) {
 			resp, err = s.cli.Get(rctx, key, opts[:len(opts)-1]...)
 		}
 		cancel()
+		if err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrCompacted) {
+			wait := jitter(backoff)
+			s.loadRetries.Inc()
+			s.log.Warn("reading a page of a zone from etcd failed; retrying it", "err", err, "key", key, "revision", rev, "in", wait, "timeout", 2*deadline)
+			if !sleep(ctx, wait) {
+				return
+			}
+			backoff, deadline = min(2*backoff, 5*time.Second), min(2*deadline, maxPageTimeout)
+			continue
+		}
 		if err != nil {
 			select {
 			case pages <- page{err: err}:
@@ -546,6 +570,7 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 			}
 			return
 		}
+		backoff, deadline = 100*time.Millisecond, s.timeout
 		if rev == 0 {
 			rev = resp.Header.Revision // later pages read the same point in history
 		}
@@ -560,6 +585,10 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 }
+
+// maxPageTimeout caps the time a retried page is given; the first try has
+// the request timeout.
+const maxPageTimeout = time.Minute
 
 // put applies one stored value; a malformed one removes what the key held
 // before, so a broken write never leaves a stale record behind.

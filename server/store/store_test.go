@@ -6,13 +6,17 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/server/snap"
@@ -276,5 +280,68 @@ func TestStubKeysAreWatched(t *testing.T) {
 	eventually(t, "the stub domain to go", func() bool { return stub() == "" })
 	if m := s.MalformedAt("myfed.svc.federation"); len(m) != 0 {
 		t.Fatalf("a deleted key still reported: %v", m)
+	}
+}
+
+// A page that fails mid-load (etcd too busy to answer it within the
+// timeout, as when a fleet starts at once) is asked for again alone, at the
+// load's revision and with twice the time: the load does not start over
+// from its first page.
+func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	n := testPageSize*3 + 5 // four pages
+	for i := range n {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
+	}
+	type request struct {
+		r    *etcdserverpb.RangeRequest
+		time time.Duration // the time it was given
+	}
+	var mu sync.Mutex
+	var pages []request
+	slow := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
+			deadline, _ := ctx.Deadline()
+			mu.Lock()
+			pages = append(pages, request{r, time.Until(deadline)})
+			second := len(pages) == 2
+			mu.Unlock()
+			if second { // etcd still busy with it when the time is up
+				<-ctx.Done()
+				return status.FromContextError(ctx.Err()).Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(slow)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	timeout := 300 * time.Millisecond
+	s := New(c, testZones, timeout, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.pageSize = testPageSize
+	runStore(t, s)
+	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
+		t.Fatalf("loaded %d records, want %d", got, n)
+	}
+	if got := value(s.loadRetries); got != 1 {
+		t.Fatalf("load retries %v, want 1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// cluster.local: four pages and the failed one again; in-addr.arpa: one.
+	if len(pages) != 6 {
+		t.Fatalf("%d page requests, want 6 (the load started over?)", len(pages))
+	}
+	failed, again := pages[1], pages[2]
+	if string(again.r.Key) != string(failed.r.Key) || again.r.Revision != failed.r.Revision || failed.r.Revision == 0 {
+		t.Fatalf("retried page key %q rev %d, failed page key %q rev %d", again.r.Key, again.r.Revision, failed.r.Key, failed.r.Revision)
+	}
+	if failed.time > timeout || again.time <= timeout || pages[3].time > timeout {
+		t.Fatalf("time given: failed page %v, its retry %v, the next page %v; want %v, more, %v", failed.time, again.time, pages[3].time, timeout, timeout)
 	}
 }
