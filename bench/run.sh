@@ -47,7 +47,7 @@ fi
 if part fleet1.txt; then FRONTENDS=25,50,100 DURATION=10 bench/fleet/run.sh | tee "$parts/fleet1.txt.tmp"; finish fleet1.txt; fi
 if part fleet3.txt; then FRONTENDS=50 MEMBERS=3 WRITERS=3 DURATION=10 bench/fleet/run.sh | tee "$parts/fleet3.txt.tmp"; finish fleet3.txt; fi
 if part fleet100k.txt; then
-	FRONTENDS=50 SERVICES=33334 PATHS=direct,proxy DURATION=5 bench/fleet/run.sh | tee "$parts/fleet100k.txt.tmp"
+	FRONTENDS=100 SERVICES=33334 PATHS=direct,proxy DURATION=5 bench/fleet/run.sh | tee "$parts/fleet100k.txt.tmp"
 	finish fleet100k.txt
 fi
 if part faults.md; then OUT=$parts/faults.md.tmp RUNS=3 bench/faults/run.sh; finish faults.md; fi
