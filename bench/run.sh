@@ -16,7 +16,7 @@ commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!BENCHMARKS.m
 # cut off late (a fault test that failed after forty minutes of the rest)
 # is taken up where it stopped with RESUME=1, and the header names the
 # commit of every part kept from an earlier run.
-parts=.cache/bench/parts
+parts=$PWD/.cache/bench/parts # absolute: each bench runs in its own folder
 [ "${RESUME:-0}" = 1 ] || rm -rf "$parts"
 mkdir -p "$parts"
 kept=()
