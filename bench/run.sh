@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark, one after the other on an otherwise idle machine, and
 # BENCHMARKS.md regenerated from what they print: the machine, the date,
-# the commands and the tables. Takes about 50 minutes on two CPUs.
+# the commands and the tables. Takes about 40 minutes on two CPUs.
 #
 #   bench/run.sh                 # writes BENCHMARKS.md
 #   OUT=/tmp/b.md bench/run.sh   # writes elsewhere
