@@ -162,7 +162,7 @@ func TestChangeCPU(t *testing.T) {
 				lastRev = rev
 			}
 			tick.Stop()
-			for deadline := time.Now().Add(10 * time.Second); metric(ops, "etcdns_dnsd_etcd_revision") < float64(lastRev); {
+			for deadline := time.Now().Add(10 * time.Second); harness.Metric("http://"+ops, "etcdns_dnsd_etcd_revision") < float64(lastRev); {
 				if time.Now().After(deadline) {
 					t.Fatalf("%s: dnsd did not reach revision %d", v.name, lastRev)
 				}
@@ -244,27 +244,6 @@ func cpuModel() string {
 		}
 	}
 	return "?"
-}
-
-// metric is the value of an unlabelled metric on dnsd's /metrics; -1 when
-// it cannot be read.
-func metric(ops, name string) float64 {
-	resp, err := http.Get("http://" + ops + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }
 
 func fetch(url, path string) error {

@@ -26,9 +26,7 @@ package fleetbench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -556,17 +554,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 func loadRetries(fes []frontend) int {
 	total := 0
 	for _, f := range fes {
-		resp, err := http.Get(f.metrics + "/metrics")
-		if err != nil {
-			continue
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		for _, line := range strings.Split(string(body), "\n") {
-			if v, ok := strings.CutPrefix(line, "etcdns_dnsd_load_retries_total "); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				total += int(n)
-			}
+		if n := harness.Metric(f.metrics, "etcdns_dnsd_load_retries_total"); n > 0 {
+			total += int(n)
 		}
 	}
 	return total

@@ -35,7 +35,6 @@
 package scalebench
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/binary"
@@ -216,7 +215,7 @@ func TestScale(t *testing.T) {
 	}
 	pid := dnsd.Pid()
 	dnsdCPU, etcdCPU := harness.ProcCPU(pid), harness.ProcCPU(etcd.Pid())-etcdCPU0
-	afterLoad, heapAfterLoad := harness.ProcMemory(pid), metric(ops, "go_memstats_heap_inuse_bytes")
+	afterLoad, heapAfterLoad := harness.ProcMemory(pid), int64(harness.Metric(ops, "go_memstats_heap_inuse_bytes"))
 	fmt.Printf("dnsd cold start: /readyz OK after %s, %s answered correctly after %s; VmRSS %s, VmHWM %s, Go heap in use %s\n",
 		round(readyAt), lastName, round(answerAt), mib(afterLoad["VmRSS"]), mib(afterLoad["VmHWM"]), mib(heapAfterLoad))
 	fmt.Printf("  CPU used meanwhile (user+sys): dnsd %s, etcd %s\n", round(dnsdCPU), round(etcdCPU))
@@ -224,7 +223,7 @@ func TestScale(t *testing.T) {
 		fmt.Printf("  dnsd log: %s\n", l)
 	}
 	time.Sleep(idle)
-	afterIdle, heapAfterIdle := harness.ProcMemory(pid), metric(ops, "go_memstats_heap_inuse_bytes")
+	afterIdle, heapAfterIdle := harness.ProcMemory(pid), int64(harness.Metric(ops, "go_memstats_heap_inuse_bytes"))
 	fmt.Printf("dnsd after %s idle: VmRSS %s, VmHWM %s, Go heap in use %s\n",
 		idle, mib(afterIdle["VmRSS"]), mib(afterIdle["VmHWM"]), mib(heapAfterIdle))
 	profWG.Wait()
@@ -887,26 +886,6 @@ func (l *loop) stop() loopStats {
 	close(l.done)
 	l.wg.Wait()
 	return l.stats
-}
-
-// metric reads one unlabelled sample from the Prometheus text endpoint;
-// -1 if it is missing.
-func metric(ops, name string) int64 {
-	resp, err := http.Get(ops + "/metrics")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err == nil {
-				return int64(f)
-			}
-		}
-	}
-	return -1
 }
 
 func fetch(url, path string) error {

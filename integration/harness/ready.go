@@ -1,13 +1,36 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 )
+
+// Metric is the value of the unlabelled sample name on base's /metrics
+// (base: http://host:port), or -1 when it cannot be read.
+func Metric(base, name string) float64 {
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
 
 // HTTPOK returns nil if GET url answers 200 OK, for use as a readyCheck.
 func HTTPOK(url string) error {

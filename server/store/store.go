@@ -165,11 +165,11 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdns_dnsd_malformed_values_total", Help: "Values skipped because they are not valid records, per zone.",
 		}, []string{"zone"}),
+		loadRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdns_dnsd_load_retries_total",
+			Help: "Pages of a load or relist that failed and were asked for again (each with a longer timeout).",
+		}),
 	}
-	s.loadRetries = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "etcdns_dnsd_load_retries_total",
-		Help: "Pages of a load or relist that failed and were asked for again (each with a longer timeout).",
-	})
 	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonLagging, ReasonNoLeader, ReasonClosed, ReasonUnreachable, ReasonError} {
 		s.restarts.WithLabelValues(r)
 	}
@@ -555,12 +555,12 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 		cancel()
 		if err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrCompacted) {
 			wait := jitter(backoff)
+			backoff, deadline = min(2*backoff, 5*time.Second), min(2*deadline, maxPageTimeout)
 			s.loadRetries.Inc()
-			s.log.Warn("reading a page of a zone from etcd failed; retrying it", "err", err, "key", key, "revision", rev, "in", wait, "timeout", 2*deadline)
+			s.log.Warn("reading a page of a zone from etcd failed; retrying it", "err", err, "key", key, "revision", rev, "in", wait, "timeout", deadline)
 			if !sleep(ctx, wait) {
 				return
 			}
-			backoff, deadline = min(2*backoff, 5*time.Second), min(2*deadline, maxPageTimeout)
 			continue
 		}
 		if err != nil {
