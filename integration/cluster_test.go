@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,8 +62,24 @@ func newClusterRig(t *testing.T, etcd harness.EtcdOption) *clusterRig {
 		faultDnsd(t, strings.Join(r.c.Endpoints(), ",")),
 		faultDnsd(t, strings.Join(r.c.Endpoints(), ",")),
 	}
-	for _, d := range r.fronts {
+	// Each frontend learns from the member list that every endpoint it was
+	// given is a member, so that a member's silent stream is left as
+	// lagging and never taken for a grpc-proxy's.
+	// (Each frontend shuffles its endpoints.)
+	want := slices.Sorted(slices.Values(r.c.Endpoints()))
+	membersLine := regexp.MustCompile(`msg="etcd members among the watch endpoints" members="\[([^\]]*)\]"`)
+	for i, d := range r.fronts {
 		waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, []check{steady}) })
+		waitFor(t, 10*time.Second, func() error {
+			m := membersLine.FindStringSubmatch(faultLog(t, d.Process))
+			if m == nil {
+				return fmt.Errorf("frontend %d has not logged its members", i)
+			}
+			if got := slices.Sorted(slices.Values(strings.Fields(m[1]))); !slices.Equal(got, want) {
+				t.Fatalf("frontend %d: members among its endpoints %v, want all of %v", i, got, want)
+			}
+			return nil
+		})
 		r.loads = append(r.loads, startFaultLoad(d.Addr, 100, []check{steady}))
 	}
 	r.failed = make([]int64, len(r.fronts))

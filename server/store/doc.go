@@ -45,6 +45,20 @@
 // frozen member never answers it, so the frozen member is left as before,
 // one interval later at most on a stream it never proved.
 //
+// That second chance is only for what might be a proxy. The store asks
+// the cluster for its member list once at the start (one linearizable
+// request, retried until answered), and an endpoint whose address is a
+// member's client URL is a member: its stream is held to the revisions
+// other endpoints report from the start, like a stream that answered a
+// progress request, and a stream of it that shows nothing once the
+// cluster is past the watch's start is left as lagging, never taken for a
+// proxy's. Without this a fresh stream on a member that showed nothing
+// (a CI run on etcd 3.7 left two frontends blind that way for over 5 s
+// while a frozen leader was replaced, reads of the member answered) was
+// judged a proxy after a while and kept for good. An
+// endpoint under another name than the member advertises is judged by
+// its stream alone.
+//
 // A member or proxy that stopped refuses the connection, and etcd's client
 // would only keep redialling that one endpoint and hold the watch for it:
 // a connection in transient failure moves the watch at once.

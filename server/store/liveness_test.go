@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdns/etcdns/internal/testetcd"
 )
@@ -233,6 +236,71 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 		t.Errorf("watch_endpoint %s=%v %s=%v, want 0 and 1", a, va, b, vb)
 	}
 	eventually(t, "staleness and lag back to 0", func() bool { return s.staleness() == 0 && value(s.lag) == 0 })
+}
+
+// withholding passes a watch stream's created responses and swallows the
+// rest: events and progress answers alike, what a client sees of a member
+// whose watch is stuck while its reads are served.
+type withholding struct{ grpc.ClientStream }
+
+func (w withholding) RecvMsg(m any) error {
+	for {
+		if err := w.ClientStream.RecvMsg(m); err != nil {
+			return err
+		}
+		if r, ok := m.(*pb.WatchResponse); !ok || r.Created {
+			return nil
+		}
+	}
+}
+
+// A member whose stream shows nothing while its reads are answered, and
+// that never answered a progress request before, is held to the revisions
+// other endpoints report like any member (the member list says what it
+// is), and left as lagging: its silence is not taken for a proxy's, which
+// would leave the watch on it for good.
+func TestWithholdingMemberMovesToNextEndpoint(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := cli.Endpoints()[0]
+	stuck, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{direct}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				cs, err := streamer(ctx, desc, cc, method, opts...)
+				if err != nil || method != "/etcdserverpb.Watch/Watch" {
+					return cs, err
+				}
+				return withholding{cs}, nil
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stuck.Close() })
+	a, b := "stuck", "current"
+	var log lockedBuffer
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
+	loads := 0
+	s.afterLoad = func() { loads++ }
+	// The timeout is far off: only the lag check can move the watch.
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 10 * time.Second, LagProbe: 100 * time.Millisecond, MaxLag: 300 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: a, Client: stuck}, {Name: b, Client: client(t, direct)}}, live)
+	runStore(t, s)
+	eventually(t, "the load and the member list", func() bool { return s.Snapshot() != nil && s.isMember(s.endpoints[0]) })
+
+	put := time.Now()
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	eventually(t, "the change while the first endpoint withholds it", func() bool { return len(addrs(s.Snapshot(), "a.ns.svc.cluster.local")) == 1 })
+	t.Logf("blind for %v with %+v", time.Since(put).Round(time.Millisecond), live)
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)); got != 1 {
+		t.Errorf("restarts{lagging} = %v, want 1", got)
+	}
+	if loads != 1 {
+		t.Errorf("%d loads, want 1: the watch must resume, not relist", loads)
+	}
+	if strings.Contains(log.String(), "not watch progress requests") {
+		t.Errorf("the member was taken for an endpoint that drops progress requests:\n%s", log.String())
+	}
 }
 
 // A member leaves the progress requests of a watch unanswered while nothing

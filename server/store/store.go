@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -54,6 +55,10 @@ type Store struct {
 	// goroutine uses them.
 	noProgress map[string]bool
 	progress   map[string]bool
+	// members holds the client addresses (host:port, lower case) of the
+	// cluster's members once a member list has answered; nil until then.
+	// A watch endpoint among them is a member, never a proxy.
+	members atomic.Pointer[map[string]bool]
 	// heard is when (unix ns) the snapshot was last proven current: a load,
 	// or any response on the watch stream.
 	heard atomic.Int64
@@ -265,6 +270,63 @@ func (s *Store) probe(ctx context.Context, ep Endpoint, linearizable bool) (rev 
 	return resp.Header.Revision, nil
 }
 
+// learnMembers asks the cluster for its member list until one answers,
+// and keeps the members' client addresses: an endpoint among them is
+// known to be a member, which answers progress requests once its revision
+// reaches the watch's start, so its stream can be held to revisions heard
+// of elsewhere from the start, and its silence is never taken for a
+// proxy's. An endpoint not among them (a grpc-proxy, or a member under
+// another name) is judged by what its stream does, as before.
+func (s *Store) learnMembers(ctx context.Context) {
+	wait := time.Second
+	for {
+		rctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.MemberList(rctx)
+		cancel()
+		if err == nil {
+			set := map[string]bool{}
+			for _, m := range resp.Members {
+				for _, u := range m.ClientURLs {
+					set[hostOf(u)] = true
+				}
+			}
+			s.members.Store(&set)
+			var named []string
+			for _, e := range s.endpoints {
+				if s.isMember(e) {
+					named = append(named, e.Name)
+				}
+			}
+			s.log.Info("etcd members among the watch endpoints", "members", named, "endpoints", len(s.endpoints))
+			return
+		}
+		if !sleep(ctx, jitter(wait)) {
+			return
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// isMember reports whether ep's client dials an address the member list
+// named; false while the list is unknown.
+func (s *Store) isMember(ep Endpoint) bool {
+	m := s.members.Load()
+	if m == nil {
+		return false
+	}
+	eps := ep.Client.Endpoints()
+	return len(eps) > 0 && (*m)[hostOf(eps[0])]
+}
+
+// hostOf is an endpoint URL's host:port in lower case, or the whole of it
+// when it is not a URL (etcd's client also takes a bare host:port).
+func hostOf(endpoint string) string {
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		return strings.ToLower(u.Host)
+	}
+	return strings.ToLower(endpoint)
+}
+
 // probeOthers reads one key from each other endpoint in turn, one every
 // LagProbe, and sends the revision it answered at to heard, the newest
 // only. Serializable: a member answers from what it has applied, so one
@@ -336,6 +398,7 @@ func (s *Store) Run(ctx context.Context) error {
 	if s.startJitter > 0 && !sleep(ctx, rand.N(s.startJitter)) {
 		return nil
 	}
+	go s.learnMembers(ctx)
 	for {
 		if cur == nil {
 			loaded, err := s.load(ctx)
@@ -755,7 +818,11 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// change: the last event's, or a progress report's. A created
 	// response's revision is not: the events before it may still come.
 	shown := cur.Rev
-	if !s.progress[ep.Name] {
+	// held: the stream can be held to revisions heard of elsewhere, since
+	// its endpoint answered a progress request before or is a member.
+	member := s.isMember(ep)
+	held := s.progress[ep.Name] || member
+	if !held {
 		s.shown(math.MaxInt64) // held only once it proves it can show
 	}
 	// heard carries revisions other endpoints report. Through a proxy
@@ -779,7 +846,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		case h := <-heard:
 			switch {
 			case s.noProgress[ep.Name]:
-			case !s.progress[ep.Name]:
+			case !held:
 				// Only an endpoint known to answer progress requests can
 				// be held to a revision: this request finds out.
 				if h > shown && time.Since(asked) >= s.live.MaxLag/2 {
@@ -848,6 +915,11 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				}
 			}
 			if !past.IsZero() && time.Since(past) >= s.live.Timeout {
+				if member {
+					// A member past the watch's start that neither sends
+					// events nor answers progress is withholding them.
+					return fmt.Errorf("%w: a member past revision %d shows nothing on its stream", errLagging, from)
+				}
 				s.noProgress[ep.Name] = true
 				s.shown(math.MaxInt64) // nothing to hold it to
 				stopProbes()
@@ -870,6 +942,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		if len(r.resp.Events) == 0 && !r.resp.Created {
 			answered = true
 			s.progress[ep.Name] = true
+			held = true
 			shown = max(shown, r.resp.Header.Revision)
 			s.shown(shown)
 		}
