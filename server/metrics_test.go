@@ -83,9 +83,10 @@ func TestCoreDNSMetrics(t *testing.T) {
 		`etcdns_dnsd_query_duration_seconds_bucket{le="5e-06"}`,
 		`etcdns_dnsd_query_duration_seconds_count 7`,
 	}
-	// A forwarded reply is counted after it is written, so the client can
-	// read it before the count moves: the page is read again until it
-	// shows every count.
+	// A batch of UDP replies has its latencies observed once it is sent
+	// (endBatch), so the client can read a reply before the duration
+	// histogram counts it: the page is read again until it shows every
+	// count.
 	var body string
 	var lacks []string
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
