@@ -335,6 +335,11 @@ func TestGRPCProxyFrozen(t *testing.T) {
 			}
 			return nil
 		})
+		// A proxy with an advertised address answers the member list
+		// itself, naming itself: that is not taken for a member.
+		if log := faultLog(t, fe.Process); !strings.Contains(log, `msg="etcd members among the watch endpoints" members=[]`) {
+			t.Errorf("frontend %d took a proxy for a member:\n%s", i, log)
+		}
 		if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="progress_timeout"}`); n != 0 {
 			t.Errorf("frontend %d: %v watch restarts for a quiet stream through a healthy proxy", i, n)
 		}

@@ -55,9 +55,11 @@
 // proxy's. Without this a fresh stream on a member that showed nothing
 // (a CI run on etcd 3.7 left two frontends blind that way for over 5 s
 // while a frozen leader was replaced, reads of the member answered) was
-// judged a proxy after a while and kept for good. An
-// endpoint under another name than the member advertises is judged by
-// its stream alone.
+// judged a proxy after a while and kept for good. An endpoint under
+// another name than the member advertises is judged by its stream alone,
+// and so is every endpoint when the list came from a grpc-proxy started
+// with an advertised address: it names itself as the cluster's only
+// member, with no member ID, and such a list is not believed.
 //
 // A member or proxy that stopped refuses the connection, and etcd's client
 // would only keep redialling that one endpoint and hold the watch for it:

@@ -284,10 +284,16 @@ func (s *Store) learnMembers(ctx context.Context) {
 		resp, err := s.cli.MemberList(rctx)
 		cancel()
 		if err == nil {
+			// An etcd grpc-proxy started with an advertised address
+			// answers the list itself, naming itself (or its peers) as
+			// the members, with no member ID and no response header:
+			// nothing in such a list is a member.
 			set := map[string]bool{}
 			for _, m := range resp.Members {
 				for _, u := range m.ClientURLs {
-					set[hostOf(u)] = true
+					if resp.Header != nil && resp.Header.ClusterId != 0 && m.ID != 0 {
+						set[hostOf(u)] = true
+					}
 				}
 			}
 			s.members.Store(&set)
