@@ -123,6 +123,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); errs <- st.Run(ctx) }()
 	go func() { defer wg.Done(); errs <- srv.Serve(ctx, l) }()
+	go newHeapReleaser(reg, log).run(ctx)
 	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods, "cluster", cfg.Cluster.ID)
 
 	var ops *http.Server
@@ -152,6 +153,9 @@ func run(ctx context.Context, cfg *config.Config) error {
 			// change comes near that: hand it back to the system now
 			// rather than hold it as RSS until the scavenger gets to it.
 			debug.FreeOSMemory()
+			if os.Getenv("GOGC") == "" {
+				debug.SetGCPercent(gcPercent)
+			}
 		case <-ctx.Done():
 		}
 	}()

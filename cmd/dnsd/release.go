@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The heap's slack (garbage not yet collected, and free spans not yet
+// given back) is returned to the operating system once allocation has gone
+// quiet, when it is at least releaseMinSlack and an eighth of the live
+// heap. A load, a relist or a burst of changes leaves up to GOGC's headroom
+// behind (half the live heap at dnsd's GOGC): at a million records that is
+// more than 100 MiB a node-local frontend would keep for nothing until the
+// next change. Queries allocate nothing, so a frontend that is only
+// answering counts as quiet; a steady stream of changes never is, and is
+// left to the GC. A small zone never has that much slack, so it never pays
+// for the forced collection.
+const (
+	releaseEvery    = time.Second
+	releaseQuiet    = 1 << 20 // bytes allocated in releaseEvery, at most
+	releaseMinSlack = 32 << 20
+)
+
+// heapReleaser runs debug.FreeOSMemory when the heap's slack is worth it
+// (see releaseMinSlack).
+type heapReleaser struct {
+	released prometheus.Counter
+	log      *slog.Logger
+}
+
+func newHeapReleaser(reg prometheus.Registerer, log *slog.Logger) *heapReleaser {
+	h := &heapReleaser{log: log, released: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_heap_releases_total",
+		Help: "Times dnsd collected and returned its heap's slack to the operating system once allocation went quiet (after a load, a relist or a burst of changes).",
+	})}
+	reg.MustRegister(h.released)
+	return h
+}
+
+// run checks the heap every releaseEvery until ctx ends.
+func (h *heapReleaser) run(ctx context.Context) {
+	samples := []metrics.Sample{
+		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/heap/live:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/free:bytes"},
+	}
+	t := time.NewTicker(releaseEvery)
+	defer t.Stop()
+	var lastAllocs uint64
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		metrics.Read(samples)
+		allocs, live := samples[0].Value.Uint64(), samples[1].Value.Uint64()
+		held := samples[2].Value.Uint64() + samples[3].Value.Uint64()
+		quiet := allocs-lastAllocs <= releaseQuiet
+		lastAllocs = allocs
+		if !quiet || held < live {
+			continue
+		}
+		if slack := held - live; slack >= max(releaseMinSlack, live/8) {
+			began := time.Now()
+			debug.FreeOSMemory()
+			h.released.Inc()
+			h.log.Info("returned the heap's slack to the operating system", "slack_mib", slack>>20, "live_mib", live>>20, "took", time.Since(began).Round(time.Millisecond))
+			metrics.Read(samples[:1])
+			lastAllocs = samples[0].Value.Uint64()
+		}
+	}
+}

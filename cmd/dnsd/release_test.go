@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// A burst's garbage is collected and given back once allocation has gone
+// quiet, and only once: with the slack gone there is nothing to release.
+func TestReleaseIdleHeap(t *testing.T) {
+	// The GC is held off so that the burst stays in the heap as garbage
+	// until dnsd collects it; the runtime's own collector or scavenger
+	// would otherwise race the check.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var burst [][]byte
+	for range 4 * releaseMinSlack >> 20 {
+		burst = append(burst, make([]byte, 1<<20))
+	}
+	runtime.KeepAlive(burst)
+	burst = nil
+	held := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64() + s[1].Value.Uint64()
+	}
+	before := held()
+	if before < 4*releaseMinSlack {
+		t.Fatalf("the burst left %d MiB in the heap, want at least %d", before>>20, 4*releaseMinSlack>>20)
+	}
+
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go newHeapReleaser(reg, slog.New(slog.NewTextHandler(io.Discard, nil))).run(ctx)
+	released := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil || len(mfs) != 1 || mfs[0].GetName() != "etcdns_dnsd_heap_releases_total" {
+			t.Fatalf("gathered %v, %v; want etcdns_dnsd_heap_releases_total alone", mfs, err)
+		}
+		return mfs[0].Metric[0].Counter.GetValue()
+	}
+	deadline := time.Now().Add(10 * releaseEvery)
+	for released() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no release within %v of a %d MiB burst", 10*releaseEvery, before>>20)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if after := held(); after >= releaseMinSlack {
+		t.Errorf("the heap still holds %d MiB after the release (%d before)", after>>20, before>>20)
+	}
+	time.Sleep(3 * releaseEvery)
+	if n := released(); n != 1 {
+		t.Errorf("%v releases, want 1: nothing was left to release after the first", n)
+	}
+}
