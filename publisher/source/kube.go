@@ -62,6 +62,37 @@ func (k *Kube) WithProperties(d dynamic.Interface) *Kube {
 	return k
 }
 
+// lastApplied is the annotation kubectl apply keeps a whole copy of the
+// object in.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// lean is the informers' transform: the caches keep what the records are
+// built from, not the whole objects. A Pod is cut to its name, phase and
+// addresses (keys/kube's Pod reads nothing else), and from Services and
+// EndpointSlices the managed fields and kubectl's last-applied copy are
+// dropped. In a large cluster these are most of the bytes an informer
+// holds: a Pod's spec runs to kilobytes, and an EndpointSlice's managed
+// fields grow with its endpoints. Anything else (a tombstone) is kept as
+// it came.
+func lean(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: o.Namespace, Name: o.Name, UID: o.UID,
+				ResourceVersion: o.ResourceVersion, DeletionTimestamp: o.DeletionTimestamp,
+			},
+			Status: corev1.PodStatus{Phase: o.Status.Phase, PodIP: o.Status.PodIP, PodIPs: o.Status.PodIPs},
+		}, nil
+	case metav1.Object:
+		o.SetManagedFields(nil)
+		if a := o.GetAnnotations(); a[lastApplied] != "" {
+			delete(a, lastApplied)
+		}
+	}
+	return obj, nil
+}
+
 func (k *Kube) Start(ctx context.Context, notify Notify) error {
 	var synced []cache.InformerSynced
 	for _, ns := range k.namespaces {
@@ -75,9 +106,9 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 			synced = append(synced, s...)
 		}
 		svcF := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
-			informers.WithNamespace(ns),
+			informers.WithNamespace(ns), informers.WithTransform(lean),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = k.labelSelector }))
-		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns))
+		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns), informers.WithTransform(lean))
 
 		svc := svcF.Core().V1().Services().Informer()
 		if _, err := svc.AddEventHandler(handler(notify, func(obj any) []string {

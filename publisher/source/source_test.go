@@ -101,6 +101,43 @@ func TestKubeSource(t *testing.T) {
 	wait(t, "slice event", func() bool { return len(k.Slices("default", "web")) == 2 && r.has("service/default/web") })
 }
 
+// The caches hold what the records are built from: a Pod's name, phase and
+// addresses, and Services and EndpointSlices without their managed fields
+// or kubectl's last-applied copy, but with the annotations records read.
+func TestKubeSourceCachesLeanObjects(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate}}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", ManagedFields: managed,
+		Annotations: map[string]string{lastApplied: `{"kind":"Service"}`, "service.alpha.kubernetes.io/tolerate-unready-endpoints": "true"}},
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10"}}
+	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1", ManagedFields: managed,
+		Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p", UID: "u1", ManagedFields: managed, Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/web:1"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", PodIPs: []corev1.PodIP{{IP: "10.0.0.1"}, {IP: "fd00::1"}}},
+	}
+	k := NewKube(fake.NewClientset(svc, sl, pod), nil, "", true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := k.Start(ctx, func(string, time.Time) {}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok := k.Pod("default", "p")
+	want := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p", UID: "u1"}, Status: pod.Status}
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("cached pod %+v, want %+v", got, want)
+	}
+	s, ok := k.Service("default", "web")
+	if !ok || s.ManagedFields != nil || s.Spec.ClusterIP != "10.96.0.10" ||
+		!reflect.DeepEqual(s.Annotations, map[string]string{"service.alpha.kubernetes.io/tolerate-unready-endpoints": "true"}) {
+		t.Errorf("cached service: managed fields %v, cluster IP %q, annotations %v", s.ManagedFields, s.Spec.ClusterIP, s.Annotations)
+	}
+	if sls := k.Slices("default", "web"); len(sls) != 1 || sls[0].ManagedFields != nil || len(sls[0].Endpoints) != 1 {
+		t.Errorf("cached slices %+v, want one, without managed fields, with its endpoint", sls)
+	}
+}
+
 func TestKubeSourceNamespaces(t *testing.T) {
 	a := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "s"}}
 	b := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "s"}}
