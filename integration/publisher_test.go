@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"reflect"
 	"sort"
@@ -231,3 +232,88 @@ func etcdRevision(t *testing.T, cli *clientv3.Client) int64 {
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+// With cluster.pods verified, a pod's address record comes from the real
+// API server's Pod (through the publisher's lean cache, which keeps only
+// its name, phase and addresses), follows its status, and goes when the
+// pod finishes.
+func TestPublisherPodRecords(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	api := harness.StartKubeAPIServer(t, etcd)
+	cli := etcd.Client(t)
+	kc, err := kubernetes.NewForConfig(api.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "it", TTL: 5}, "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	publisherProc(t, harness.BuildBinary(t, "./cmd/publisher"), etcd, api, "--cluster.pods=verified")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-0", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			Containers:                   []corev1.Container{{Name: "web", Image: "registry.example/web:1", Env: []corev1.EnvVar{{Name: "PORT", Value: "8080"}}}},
+			AutomountServiceAccountToken: new(bool),
+		},
+	}
+	// No controller manager runs to make the namespace's service account,
+	// which admitting a pod needs.
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "default"}}
+	if _, err := kc.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod, err = kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(ip string) string {
+		r, _ := b.Address(keys.DashedIP(mustAddr(ip))+".default.pod.cluster.local", "pod/default/web-0", mustAddr(ip))
+		return r.Key
+	}
+	status := func(phase corev1.PodPhase, ips ...string) {
+		t.Helper()
+		pod.Status = corev1.PodStatus{Phase: phase}
+		for _, ip := range ips {
+			pod.Status.PodIPs = append(pod.Status.PodIPs, corev1.PodIP{IP: ip})
+		}
+		if len(ips) > 0 {
+			pod.Status.PodIP = ips[0]
+		}
+		if pod, err = kc.CoreV1().Pods("default").UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	podRecords := func(want map[string]string) {
+		t.Helper()
+		var got map[string]string
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			got = map[string]string{}
+			for k, v := range etcdRecords(t, cli) {
+				if strings.Contains(k, "/pod/") {
+					got[k] = v
+				}
+			}
+			if maps.Equal(got, want) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("pod records:\n%s\nwant:\n%s", lines(got), lines(want))
+		}
+	}
+	podRecords(map[string]string{}) // pending, no address yet
+	status(corev1.PodRunning, "10.244.1.5")
+	podRecords(map[string]string{
+		key("10.244.1.5"): `{"host":"10.244.1.5","ttl":5,"group":"10-244-1-5.default.pod.cluster.local","cluster":"it","source":"pod/default/web-0"}`,
+	})
+	status(corev1.PodRunning, "10.244.1.5", "fd00::5")
+	podRecords(map[string]string{
+		key("10.244.1.5"): `{"host":"10.244.1.5","ttl":5,"group":"10-244-1-5.default.pod.cluster.local","cluster":"it","source":"pod/default/web-0"}`,
+		key("fd00::5"):    `{"host":"fd00::5","ttl":5,"group":"fd00--5.default.pod.cluster.local","cluster":"it","source":"pod/default/web-0"}`,
+	})
+	// A finished pod's addresses are handed out again: its records go.
+	status(corev1.PodSucceeded, "10.244.1.5", "fd00::5")
+	podRecords(map[string]string{})
+}
