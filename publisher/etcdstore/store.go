@@ -85,14 +85,52 @@ func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, 
 // arrives and must not keep the slice. A publisher that owns a million
 // records builds its index from the pages instead of first holding all of
 // them (their values alone are 150 MB, and growing one slice of them was a
-// fifth of a restart's CPU: bench/publisher/README.md).
+// fifth of a restart's CPU: bench/publisher/README.md). The next page is
+// asked for while each takes this one: etcd's reading and the index's
+// building overlap, which is most of a restart over a large store.
 func (s *Store) Each(ctx context.Context, prefixes []string, each func(page []plan.KV)) (int64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // a fetch still reading when each's caller gives up
+	pages := make(chan loaded, 1)
+	go s.fetch(ctx, prefixes, pages)
+	var rev int64
+	for p := range pages {
+		if p.err != nil {
+			return 0, p.err
+		}
+		rev = p.rev
+		each(p.kvs)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return rev, nil
+}
+
+// loaded is one page of Each, or why the reading stopped.
+type loaded struct {
+	kvs []plan.KV
+	rev int64
+	err error
+}
+
+// fetch reads the pages of every prefix, all at the first page's
+// revision, into pages, and closes it after the last one or an error.
+func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loaded) {
+	defer close(pages)
+	send := func(l loaded) bool {
+		select {
+		case pages <- l:
+			return l.err == nil
+		case <-ctx.Done():
+			return false
+		}
+	}
 	page := s.PageSize
 	if page <= 0 {
 		page = 50000
 	}
 	var rev int64
-	var buf []plan.KV
 	for _, p := range prefixes {
 		start, end := p, clientv3.GetPrefixRangeEnd(p)
 		for {
@@ -104,26 +142,30 @@ func (s *Store) Each(ctx context.Context, prefixes []string, each func(page []pl
 			resp, err := s.Client.Get(c, start, opts...)
 			cancel()
 			if etcdclient.IsDenied(err) {
-				return 0, &etcdclient.DeniedError{User: s.User, Op: "read", Key: p}
+				send(loaded{err: &etcdclient.DeniedError{User: s.User, Op: "read", Key: p}})
+				return
 			}
 			if err != nil {
-				return 0, fmt.Errorf("reading %s: %w", p, err)
+				send(loaded{err: fmt.Errorf("reading %s: %w", p, err)})
+				return
 			}
 			if rev == 0 {
 				rev = resp.Header.Revision
 			}
-			buf = buf[:0]
-			for _, kv := range resp.Kvs {
-				buf = append(buf, plan.KV{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision})
+			// A page of its own: the one before may still be in each.
+			kvs := make([]plan.KV, len(resp.Kvs))
+			for i, kv := range resp.Kvs {
+				kvs[i] = plan.KV{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision}
 			}
-			each(buf)
+			if !send(loaded{kvs: kvs, rev: rev}) {
+				return
+			}
 			if !resp.More || len(resp.Kvs) == 0 {
 				break
 			}
 			start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}
-	return rev, nil
 }
 
 // Get re-reads single keys, in one transaction so they are consistent.
