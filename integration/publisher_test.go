@@ -105,20 +105,28 @@ func lines(m map[string]string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestPublisherKubernetes(t *testing.T) {
+// publisherWorld starts an etcd and a kube-apiserver storing in it, and
+// returns clients of both and the builder of the records a publisher of
+// cluster "it" writes there.
+func publisherWorld(t *testing.T) (*harness.Etcd, *harness.KubeAPIServer, *clientv3.Client, kubernetes.Interface, kube.Builder) {
+	t.Helper()
 	etcd := harness.StartEtcd(t)
 	api := harness.StartKubeAPIServer(t, etcd)
-	bin := harness.BuildBinary(t, "./cmd/publisher")
-	cli := etcd.Client(t)
 	kc, err := kubernetes.NewForConfig(api.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "it", TTL: 5}, "cluster.local")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return etcd, api, etcd.Client(t), kc, b
+}
+
+func TestPublisherKubernetes(t *testing.T) {
+	etcd, api, cli, kc, b := publisherWorld(t)
+	bin := harness.BuildBinary(t, "./cmd/publisher")
+	ctx := context.Background()
 	want := func() map[string]string { return expected(t, b, kc) }
 
 	// Two replicas: one leads, the other waits.
@@ -238,18 +246,8 @@ func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // its name, phase and addresses), follows its status, and goes when the
 // pod finishes.
 func TestPublisherPodRecords(t *testing.T) {
-	etcd := harness.StartEtcd(t)
-	api := harness.StartKubeAPIServer(t, etcd)
-	cli := etcd.Client(t)
-	kc, err := kubernetes.NewForConfig(api.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	etcd, api, cli, kc, b := publisherWorld(t)
 	ctx := context.Background()
-	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "it", TTL: 5}, "cluster.local")
-	if err != nil {
-		t.Fatal(err)
-	}
 	publisherProc(t, harness.BuildBinary(t, "./cmd/publisher"), etcd, api, "--cluster.pods=verified")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-0", Labels: map[string]string{"app": "web"}},
@@ -264,7 +262,7 @@ func TestPublisherPodRecords(t *testing.T) {
 	if _, err := kc.CoreV1().ServiceAccounts("default").Create(ctx, sa, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod, err = kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	pod, err := kc.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
