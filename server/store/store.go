@@ -290,10 +290,11 @@ func (s *Store) learnMembers(ctx context.Context) {
 			// nothing in such a list is a member.
 			set := map[string]bool{}
 			for _, m := range resp.Members {
+				if resp.Header == nil || resp.Header.ClusterId == 0 || m.ID == 0 {
+					continue
+				}
 				for _, u := range m.ClientURLs {
-					if resp.Header != nil && resp.Header.ClusterId != 0 && m.ID != 0 {
-						set[hostOf(u)] = true
-					}
+					set[hostOf(u)] = true
 				}
 			}
 			s.members.Store(&set)
