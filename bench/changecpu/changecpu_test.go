@@ -123,6 +123,9 @@ func TestChangeCPU(t *testing.T) {
 			pid := p.Pid()
 			time.Sleep(idle)
 			loaded := harness.ProcMemory(pid)
+			if dir := os.Getenv("SMAPS"); dir != "" && round == 1 {
+				copyFile(t, fmt.Sprintf("/proc/%d/smaps", pid), filepath.Join(dir, v.name+".smaps"))
+			}
 			idle0, idleSw0 := harness.ProcCPU(pid), switches(pid)
 			time.Sleep(idle)
 			idleCPU, idleSw := harness.ProcCPU(pid)-idle0, switches(pid)-idleSw0
@@ -171,6 +174,9 @@ func TestChangeCPU(t *testing.T) {
 			cpu := harness.ProcCPU(pid) - cpu0
 			io1, sw1 := procIO(pid), switches(pid)
 			after := harness.ProcMemory(pid)
+			if dir := os.Getenv("SMAPS"); dir != "" && round == 1 {
+				copyFile(t, fmt.Sprintf("/proc/%d/smaps", pid), filepath.Join(dir, v.name+".after.smaps"))
+			}
 			if prof != nil {
 				if err := <-prof; err != nil {
 					t.Errorf("profile: %v", err)

@@ -8,9 +8,10 @@
 #   REFS="main HEAD" bench/changecpu/run.sh      # builds of git refs, alternated
 #   REFS="main HEAD HEAD:GOMAXPROCS=1" bench/changecpu/run.sh
 #   PROFILE=/tmp/prof bench/changecpu/run.sh     # a CPU profile of round 1's changes
+#   SMAPS=/tmp/smaps bench/changecpu/run.sh       # round 1's /proc/<pid>/smaps, after the load and the changes
 #
 # Environment: RECORDS=10000 RATE=100 DURATION=20 IDLE=5 ROUNDS=2 REFS
-# (git refs, each optionally with :K=V environment for its dnsd) PROFILE.
+# (git refs, each optionally with :K=V environment for its dnsd) PROFILE SMAPS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bins=$(mktemp -d)
@@ -25,7 +26,7 @@ for spec in ${REFS:-}; do
 		src=$bins/src-$(git rev-parse --short "$ref")
 		mkdir -p "$src"
 		git archive "$ref" | tar -x -C "$src"
-		(cd "$src" && go build -o "$bins/$ref.dnsd" ./cmd/dnsd)
+		(cd "$src" && CGO_ENABLED=0 go build -o "$bins/$ref.dnsd" ./cmd/dnsd)
 	fi
 	variants+=("$name=$bins/$ref.dnsd$extra")
 done
