@@ -153,6 +153,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 			// change comes near that: hand it back to the system now
 			// rather than hold it as RSS until the scavenger gets to it.
 			debug.FreeOSMemory()
+			if before, after, err := pageOutImage(); err != nil {
+				log.Info("kept the binary's start-up pages mapped", "err", err)
+			} else {
+				log.Info("returned the binary's start-up pages to the system", "file_rss_mib_before", before>>20, "file_rss_mib_after", after>>20)
+			}
 			if os.Getenv("GOGC") == "" {
 				debug.SetGCPercent(gcPercent)
 			}
