@@ -60,7 +60,8 @@ func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Clien
 }
 
 // DialEach is Dial once per endpoint: a client pinned to one member each.
-// dnsd watches through these. A client of several endpoints keeps a watch
+// dnsd watches through these, and the publisher reads and writes through
+// them with a Failover. A client of several endpoints keeps a watch
 // stream on the one connection it opened it on, and a frozen member's
 // connection still looks ready to gRPC until the keepalive gives up, so the
 // watch can only be moved past a failed member by choosing another client.

@@ -1,0 +1,212 @@
+package etcdclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/etcdns/etcdns/config"
+)
+
+// member is a client of one real etcd whose requests, while hung is set,
+// wait until their context ends (what a client sees of a frozen member:
+// the connection stays ready and nothing comes back), and, while fail is
+// set, fail with it.
+type member struct {
+	cli  *clientv3.Client
+	hung atomic.Bool
+	fail atomic.Pointer[error]
+}
+
+func newMember(t *testing.T, url string) *member {
+	t.Helper()
+	m := &member{}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if m.hung.Load() {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				if err := m.fail.Load(); err != nil {
+					return *err
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	m.cli = cli
+	return m
+}
+
+// failover is a Failover of clients named a, b, ... with its log and the
+// number of moves it counted.
+func failover(clients ...*clientv3.Client) (*Failover, *bytes.Buffer, *atomic.Int64) {
+	names := make([]string, len(clients))
+	for i := range clients {
+		names[i] = string(rune('a' + i))
+	}
+	var log bytes.Buffer
+	var moves atomic.Int64
+	f := NewFailover(clients, names, slog.New(slog.NewTextHandler(&log, nil)), func() { moves.Add(1) })
+	return f, &log, &moves
+}
+
+func put(ctx context.Context, f *Failover, timeout time.Duration, key string) error {
+	return f.Do(ctx, timeout, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Put(ctx, key, "v")
+		return err
+	})
+}
+
+// Requests that wait on a frozen member together time out together; the
+// first to come back moves the writer on, once, and the retries all go to
+// the next endpoint, which takes them at once.
+func TestFailoverMovesOnceWhenRequestsTimeOut(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := newMember(t, u), newMember(t, u)
+	f, log, moves := failover(a.cli, b.cli)
+	a.hung.Store(true)
+	const timeout = 300 * time.Millisecond
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := put(ctx, f, timeout, "/k"); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("a put through the frozen member: %v, want a deadline exceeded", err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := moves.Load(); n != 1 {
+		t.Fatalf("%d moves after 8 requests timed out together, want 1:\n%s", n, log)
+	}
+	if !strings.Contains(log.String(), `msg="etcd requests moved to the next endpoint" from=a to=b reason=timeout`) {
+		t.Errorf("log:\n%s", log)
+	}
+	start := time.Now()
+	for range 8 {
+		if err := put(ctx, f, timeout, "/k"); err != nil {
+			t.Fatalf("the retry: %v", err)
+		}
+	}
+	if d := time.Since(start); d > timeout {
+		t.Errorf("8 retries took %v, more than one timeout (%v)", d, timeout)
+	}
+	// Past the last endpoint the first comes round again.
+	a.hung.Store(false)
+	b.hung.Store(true)
+	if err := put(ctx, f, timeout, "/k"); err == nil {
+		t.Fatal("a put through a frozen member succeeded")
+	}
+	if err := put(ctx, f, timeout, "/k"); err != nil || moves.Load() != 2 {
+		t.Fatalf("after b froze: %v, %d moves, want 2", err, moves.Load())
+	}
+}
+
+// A request its caller gives up on says nothing about the endpoint.
+func TestFailoverStaysWhenTheCallerGivesUp(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := newMember(t, u), newMember(t, u)
+	f, log, moves := failover(a.cli, b.cli)
+	a.hung.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := put(ctx, f, time.Second, "/k"); err == nil {
+		t.Fatal("a put through a frozen member succeeded")
+	}
+	if n := moves.Load(); n != 0 {
+		t.Errorf("%d moves after the caller's own deadline, want 0:\n%s", n, log)
+	}
+}
+
+// A member without a leader says so at once: the writer moves on without
+// waiting. An error of the request itself (a refused grant) moves nothing.
+func TestFailoverMovesOnUnavailable(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := newMember(t, u), newMember(t, u)
+	f, log, moves := failover(a.cli, b.cli)
+	denied := rpctypes.ErrGRPCPermissionDenied
+	a.fail.Store(&denied)
+	if err := put(context.Background(), f, time.Second, "/k"); !IsDenied(err) || moves.Load() != 0 {
+		t.Fatalf("a refused put: %v, %d moves, want permission denied and none", err, moves.Load())
+	}
+	noLeader := rpctypes.ErrGRPCNoLeader
+	a.fail.Store(&noLeader)
+	if err := put(context.Background(), f, time.Second, "/k"); !errors.Is(err, rpctypes.ErrNoLeader) {
+		t.Fatalf("a put through a member without a leader: %v", err)
+	}
+	if err := put(context.Background(), f, time.Second, "/k"); err != nil || moves.Load() != 1 {
+		t.Fatalf("the retry: %v, %d moves, want 1", err, moves.Load())
+	}
+	if !strings.Contains(log.String(), `from=a to=b reason=unavailable err="etcdserver: no leader"`) {
+		t.Errorf("log:\n%s", log)
+	}
+}
+
+// A member that is down refuses connections, and gRPC knows it before a
+// request is sent: the request goes to the next endpoint at once instead
+// of waiting out its timeout. DialEach gives the clients, as the publisher's.
+func TestFailoverPassesOverRefusingEndpoint(t *testing.T) {
+	u := startEmbedded(t)
+	clients, names, err := DialEach(context.Background(), config.Etcd{Endpoints: []string{"http://127.0.0.1:1", u}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for deadline := time.Now().Add(5 * time.Second); clients[0].ActiveConnection().GetState() != connectivity.TransientFailure; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the connection to a closed port is %v", clients[0].ActiveConnection().GetState())
+		}
+	}
+	var log bytes.Buffer
+	f := NewFailover(clients, names, slog.New(slog.NewTextHandler(&log, nil)), nil)
+	start := time.Now()
+	if err := put(context.Background(), f, 5*time.Second, "/k"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the put took %v", d)
+	}
+	if want := `from=http://127.0.0.1:1 to=` + u + ` reason=unreachable`; !strings.Contains(log.String(), want) {
+		t.Errorf("log without %s:\n%s", want, log.String())
+	}
+}
+
+// With one endpoint there is nowhere to go: requests stay, and nothing is
+// logged or counted.
+func TestFailoverOneEndpoint(t *testing.T) {
+	a := newMember(t, startEmbedded(t))
+	f, log, moves := failover(a.cli)
+	a.hung.Store(true)
+	if err := put(context.Background(), f, 100*time.Millisecond, "/k"); err == nil {
+		t.Fatal("a put through a frozen member succeeded")
+	}
+	a.hung.Store(false)
+	if err := put(context.Background(), f, time.Second, "/k"); err != nil {
+		t.Fatal(err)
+	}
+	if moves.Load() != 0 || log.Len() != 0 {
+		t.Errorf("%d moves with one endpoint:\n%s", moves.Load(), log)
+	}
+}
