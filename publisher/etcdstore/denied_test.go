@@ -15,8 +15,9 @@ import (
 )
 
 // asClusterA turns on etcd auth with a user cluster-a whose role may read
-// and write /skydns-a/ only, and returns admin's and cluster-a's clients.
-func asClusterA(t *testing.T) (admin, a *clientv3.Client) {
+// and write /skydns-a/ only, and returns admin's and cluster-a's clients
+// and cluster-a's configuration.
+func asClusterA(t *testing.T) (admin, a *clientv3.Client, ca config.Etcd) {
 	t.Helper()
 	admin = start(t)
 	ctx := context.Background()
@@ -45,13 +46,32 @@ func asClusterA(t *testing.T) (admin, a *clientv3.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	return admin, a
+	return admin, a, c
 }
 
 func TestDeniedNamesTheKeyAndTheUser(t *testing.T) {
-	admin, cli := asClusterA(t)
+	admin, cli, c := asClusterA(t)
+	t.Run("client", func(t *testing.T) { deniedNamesTheKeyAndTheUser(t, admin, &Store{Client: cli, User: "cluster-a"}) })
+	// The clients of DialEach run as the same user: the grants hold, and
+	// a refusal is explained as through the one client.
+	c.Endpoints = append(c.Endpoints, c.Endpoints[0])
+	each, names, err := etcdclient.DialEach(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range each {
+		t.Cleanup(func() { e.Close() })
+	}
+	t.Run("endpoints", func(t *testing.T) {
+		deniedNamesTheKeyAndTheUser(t, admin, &Store{Client: cli, Endpoints: etcdclient.NewFailover(each, names, nil, nil), User: "cluster-a"})
+	})
+}
+
+func deniedNamesTheKeyAndTheUser(t *testing.T, admin *clientv3.Client, s *Store) {
 	ctx := context.Background()
-	s := &Store{Client: cli, User: "cluster-a"}
+	if _, err := admin.Delete(ctx, "/skydns", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
 
 	_, _, err := s.Load(ctx, []string{"/skydns-a/local/cluster/", "/skydns-b/arpa/"})
 	if want := `etcd refused the read of /skydns-b/arpa/: user "cluster-a" has no read permission there (etcd auth)`; err == nil || err.Error() != want {

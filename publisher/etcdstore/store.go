@@ -24,8 +24,14 @@ var (
 
 // Store reads and writes one cluster's records.
 type Store struct {
-	Client  *clientv3.Client
-	Timeout time.Duration // per request
+	Client *clientv3.Client
+	// Endpoints, when set, carries the reads and transactions instead of
+	// Client: one endpoint at a time, and the next after one timed out or
+	// was unavailable, so that the caller's retry does not go back to a
+	// frozen member, as Client's balancing can send it. Client still asks
+	// etcd what its auth refused.
+	Endpoints *etcdclient.Failover
+	Timeout   time.Duration // per request
 	// WriteTimeout bounds a transaction (Apply, Get), when set: etcd drops
 	// a proposal in flight when the leader dies, and a frozen member holds
 	// a request forever, so a short deadline makes the caller's retry, on
@@ -53,19 +59,28 @@ func Ranges(prefix, reversePrefix, domain string) ([]string, error) {
 	return []string{fwd + "/", reversePrefix + "/arpa/"}, nil
 }
 
-func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
-	t := s.Timeout
-	if t <= 0 {
-		t = 5 * time.Second
+func (s *Store) timeout() time.Duration {
+	if s.Timeout <= 0 {
+		return 5 * time.Second
 	}
-	return context.WithTimeout(ctx, t)
+	return s.Timeout
 }
 
-func (s *Store) txnCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *Store) writeTimeout() time.Duration {
 	if s.WriteTimeout > 0 {
-		return context.WithTimeout(ctx, s.WriteTimeout)
+		return s.WriteTimeout
 	}
-	return s.ctx(ctx)
+	return s.timeout()
+}
+
+// do runs one request, bounded by timeout, through Endpoints or Client.
+func (s *Store) do(ctx context.Context, timeout time.Duration, req func(context.Context, *clientv3.Client) error) error {
+	if s.Endpoints != nil {
+		return s.Endpoints.Do(ctx, timeout, req)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return req(rctx, s.Client)
 }
 
 // Load reads every key under the given prefixes at one revision, so the
@@ -138,9 +153,11 @@ func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loade
 			if rev != 0 {
 				opts = append(opts, clientv3.WithRev(rev))
 			}
-			c, cancel := s.ctx(ctx)
-			resp, err := s.Client.Get(c, start, opts...)
-			cancel()
+			var resp *clientv3.GetResponse
+			err := s.do(ctx, s.timeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
+				resp, err = cli.Get(ctx, start, opts...)
+				return err
+			})
 			if etcdclient.IsDenied(err) {
 				send(loaded{err: &etcdclient.DeniedError{User: s.User, Op: "read", Key: p}})
 				return
@@ -177,9 +194,11 @@ func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent
 		for j, k := range part {
 			ops[j] = clientv3.OpGet(k)
 		}
-		c, cancel := s.txnCtx(ctx)
-		resp, err := s.Client.Txn(c).Then(ops...).Commit()
-		cancel()
+		var resp *clientv3.TxnResponse
+		err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
+			resp, err = cli.Txn(ctx).Then(ops...).Commit()
+			return err
+		})
 		if etcdclient.IsDenied(err) {
 			return nil, nil, etcdclient.Denied(ctx, s.Client, s.User, nil, part)
 		}
@@ -218,22 +237,17 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 			writes = append(writes, clientv3.OpDelete(o.Key))
 		}
 	}
-	c, cancel := s.txnCtx(ctx)
-	defer cancel()
-	if len(fence) == 0 {
-		resp, err := s.Client.Txn(c).If(guards...).Then(writes...).Commit()
-		if etcdclient.IsDenied(err) {
-			return 0, s.denied(ctx, fence, ops)
+	var resp *clientv3.TxnResponse
+	err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
+		txn := cli.Txn(ctx)
+		if len(fence) == 0 {
+			txn = txn.If(guards...).Then(writes...)
+		} else {
+			txn = txn.If(fence...).Then(clientv3.OpTxn(guards, writes, nil))
 		}
-		if err != nil {
-			return 0, err
-		}
-		if !resp.Succeeded {
-			return 0, ErrConflict
-		}
-		return resp.Header.Revision, nil
-	}
-	resp, err := s.Client.Txn(c).If(fence...).Then(clientv3.OpTxn(guards, writes, nil)).Commit()
+		resp, err = txn.Commit()
+		return err
+	})
 	if etcdclient.IsDenied(err) {
 		return 0, s.denied(ctx, fence, ops)
 	}
@@ -241,9 +255,12 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 		return 0, err
 	}
 	if !resp.Succeeded {
+		if len(fence) == 0 {
+			return 0, ErrConflict
+		}
 		return 0, ErrFenced
 	}
-	if !resp.Responses[0].GetResponseTxn().Succeeded {
+	if len(fence) > 0 && !resp.Responses[0].GetResponseTxn().Succeeded {
 		return 0, ErrConflict
 	}
 	return resp.Header.Revision, nil

@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
+	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
@@ -77,5 +82,63 @@ func TestApplyGuardsAndFence(t *testing.T) {
 	present, absent, err := s.Get(ctx, []string{"/c", "/a"})
 	if err != nil || len(present) != 1 || present[0].Key != "/c" || len(absent) != 1 || absent[0] != "/a" {
 		t.Fatalf("get: %v %v %v", present, absent, err)
+	}
+}
+
+// hanging is a client of cli's etcd whose requests, while hung is set,
+// wait until their context ends: what a client sees of a frozen member.
+func hanging(t *testing.T, cli *clientv3.Client, hung *atomic.Bool) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if hung.Load() {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// With Endpoints, a transaction that timed out on a frozen first endpoint
+// is retried on the next one, where it commits at once, and the reads
+// follow it there: no request of the store goes to the frozen member
+// again, nor through Client.
+func TestEndpointsMovePastAFrozenMember(t *testing.T) {
+	cli := start(t)
+	var hung atomic.Bool
+	frozen := hanging(t, cli, &hung)
+	const writeTimeout = 300 * time.Millisecond
+	s := &Store{
+		Client:       frozen,
+		Endpoints:    etcdclient.NewFailover([]*clientv3.Client{frozen, cli}, []string{"frozen", "next"}, nil, nil),
+		WriteTimeout: writeTimeout,
+	}
+	ctx := context.Background()
+	hung.Store(true)
+	start := time.Now()
+	op := []plan.Op{{Kind: plan.Put, Key: "/skydns/local/cluster/a", Value: []byte("1")}}
+	if _, err := s.Apply(ctx, nil, op); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a write through the frozen member: %v", err)
+	}
+	if _, err := s.Apply(ctx, nil, op); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if d := time.Since(start); d >= 2*writeTimeout {
+		t.Errorf("the write committed %v after it was first sent, want less than two write timeouts (%v)", d, 2*writeTimeout)
+	}
+	if present, absent, err := s.Get(ctx, []string{"/skydns/local/cluster/a", "/skydns/local/cluster/b"}); err != nil || len(present) != 1 || len(absent) != 1 {
+		t.Fatalf("get: %v %v %v", present, absent, err)
+	}
+	kvs, _, err := s.Load(ctx, []string{"/skydns/local/cluster/"})
+	if err != nil || len(kvs) != 1 || kvs[0].Key != "/skydns/local/cluster/a" || string(kvs[0].Value) != "1" {
+		t.Fatalf("load: %v %v", kvs, err)
 	}
 }
