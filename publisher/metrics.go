@@ -10,21 +10,22 @@ import (
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	Events      *prometheus.CounterVec
-	Units       prometheus.Gauge
-	Owned       prometheus.Gauge
-	Written     prometheus.Counter
-	Deleted     prometheus.Counter
-	Invalid     prometheus.Counter
-	Conflicts   prometheus.Counter
-	Retries     prometheus.Counter
-	Splits      prometheus.Counter
-	Txns        *prometheus.CounterVec
-	TxnLatency  prometheus.Histogram
-	SyncSeconds prometheus.Gauge
-	Leader      prometheus.Gauge
-	Programming prometheus.Histogram
-	Malformed   prometheus.Gauge
+	Events        *prometheus.CounterVec
+	Units         prometheus.Gauge
+	Owned         prometheus.Gauge
+	Written       prometheus.Counter
+	Deleted       prometheus.Counter
+	Invalid       prometheus.Counter
+	Conflicts     prometheus.Counter
+	Retries       prometheus.Counter
+	Splits        prometheus.Counter
+	Txns          *prometheus.CounterVec
+	TxnLatency    prometheus.Histogram
+	SyncSeconds   prometheus.Gauge
+	Leader        prometheus.Gauge
+	Programming   prometheus.Histogram
+	Malformed     prometheus.Gauge
+	EndpointMoves prometheus.Counter
 }
 
 func NewMetrics() *Metrics {
@@ -63,9 +64,11 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}),
 		Malformed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "foreign_records", Help: "Records in this cluster's ranges that are not its own (other clusters, malformed), at the last load."}),
+		EndpointMoves: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "etcd_endpoint_moves_total", Help: "Times the publisher moved its etcd requests to the next endpoint, after one timed out, was unavailable or refused connections."}),
 	}
 	m.Registry.MustRegister(m.Events, m.Units, m.Owned, m.Written, m.Deleted, m.Invalid, m.Conflicts,
-		m.Retries, m.Splits, m.Txns, m.TxnLatency, m.SyncSeconds, m.Leader, m.Programming, m.Malformed,
+		m.Retries, m.Splits, m.Txns, m.TxnLatency, m.SyncSeconds, m.Leader, m.Programming, m.Malformed, m.EndpointMoves,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -101,6 +101,24 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	user := etcdclient.User(ecfg)
 	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, WriteTimeout: p.WriteTimeout, User: user}
+	if len(ecfg.Endpoints) > 1 {
+		// The reads and writes go through one endpoint at a time, so that
+		// a write that timed out on a frozen member is retried on another
+		// and a frozen member costs one write timeout, not several. The
+		// election keeps cli: while leading, its only requests are the
+		// lease's keep-alives, on a stream that cli moves to another
+		// member itself once gRPC's keepalive gives up on one.
+		each, names, err := etcdclient.DialEach(ctx, ecfg)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			for _, c := range each {
+				c.Close()
+			}
+		}()
+		store.Endpoints = etcdclient.NewFailover(each, names, log, m.EndpointMoves.Inc)
+	}
 	ctrl := publisher.NewController(publisher.Options{
 		Zones:       zones,
 		Source:      src,
