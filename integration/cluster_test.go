@@ -253,7 +253,8 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 	ch, at = publish()
 	blind["member holding the watch frozen"] = change(other(m))
 	// A transaction the publisher sent to the frozen member waits out
-	// publisher.write-timeout (2 s) before it is retried on another.
+	// publisher.write-timeout (2 s) once: the publisher then moves its
+	// requests to the next endpoint and retries there.
 	answered("its creation, with a member frozen", ch, at, clusterBound)
 	after := restarts("progress_timeout", "lagging")
 	for i, d := range fronts {

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/netip"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -314,4 +315,84 @@ func TestPublisherPodRecords(t *testing.T) {
 	// A finished pod's addresses are handed out again: its records go.
 	status(corev1.PodSucceeded, "10.244.1.5", "fd00::5")
 	podRecords(map[string]string{})
+}
+
+// A member of the record store frozen (SIGSTOP) while the publisher writes
+// to it: every Service created meanwhile is in etcd within one
+// publisher.write-timeout of its creation plus a margin, not two or more.
+// The frozen member is the publisher's first endpoint and a follower (a
+// frozen leader stalls every member's writes until the others elect
+// another, whatever the publisher does). Several Services are created at
+// once, so that the writes of several units wait on the frozen member
+// together and are retried together: a client that round-robins its
+// members sends one of any three retries to the frozen member again.
+func TestPublisherFrozenMember(t *testing.T) {
+	c := harness.StartEtcdCluster(t, 3)
+	api := harness.StartKubeAPIServer(t, harness.StartEtcd(t))
+	kc, b := faultKube(t, api), faultBuilder(t)
+	l := c.Leader(t)
+	frozen := (l + 1) % len(c.Members)
+	eps := []string{c.Members[frozen].Endpoint}
+	for i, m := range c.Members {
+		if i != frozen {
+			eps = append(eps, m.Endpoint)
+		}
+	}
+	cli := c.Members[l].Client(t) // never the frozen member
+	const writeTimeout = 2 * time.Second
+	p, metrics := faultPublisher(t, strings.Join(eps, ","), api, true, "--publisher.write-timeout="+writeTimeout.String())
+	waitRecords(t, cli, func() map[string]string { return expected(t, b, kc) })
+
+	t.Logf("freezing member %d, the publisher's first endpoint; the leader is member %d", frozen, l)
+	c.Members[frozen].Pause()
+	defer c.Members[frozen].Resume()
+	const n = 9
+	created := make([]time.Time, n)
+	want := make([]map[string]string, n)
+	for i := range n {
+		svc := faultClusterIP(fmt.Sprintf("frozen%d", i), fmt.Sprintf("10.96.4.%d", i+1), corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP})
+		svc, err := kc.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created[i] = time.Now()
+		recs, _ := b.Service(svc, nil)
+		want[i] = map[string]string{}
+		for _, r := range recs {
+			want[i][r.Key] = string(r.Value.Encode())
+		}
+	}
+	took := make([]time.Duration, n)
+	for left, deadline := n, time.Now().Add(30*time.Second); left > 0; time.Sleep(20 * time.Millisecond) {
+		got := etcdRecords(t, cli)
+		for i := range n {
+			if took[i] != 0 {
+				continue
+			}
+			in := true
+			for k, v := range want[i] {
+				in = in && got[k] == v
+			}
+			if in {
+				took[i] = time.Since(created[i])
+				left--
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("services not in etcd 30 s after their creation (0: not yet): %v", took)
+		}
+	}
+	slowest := slices.Max(took)
+	t.Logf("with member %d frozen, each service in etcd after %v; slowest %v", frozen, took, slowest.Round(time.Millisecond))
+	if slowest >= 2*writeTimeout {
+		t.Errorf("a service was in etcd %v after its creation with the first endpoint frozen, want less than two write timeouts (%v)", slowest, 2*writeTimeout)
+	}
+	waitRecords(t, cli, func() map[string]string { return expected(t, b, kc) })
+	if moves := faultMetric(t, metrics, "etcdns_publisher_etcd_endpoint_moves_total"); moves != 1 {
+		t.Errorf("etcdns_publisher_etcd_endpoint_moves_total = %v, want 1", moves)
+	}
+	moved := fmt.Sprintf(`msg="etcd requests moved to the next endpoint" from=%s to=%s`, eps[0], eps[1])
+	if log := faultLog(t, p); strings.Count(log, "etcd requests moved") != 1 || !strings.Contains(log, moved) {
+		t.Errorf("want the one line %s in the publisher's log:\n%s", moved, log)
+	}
 }
