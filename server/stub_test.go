@@ -48,12 +48,21 @@ func startStubServer(t *testing.T) *stubServer {
 		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 30}, A: net.IPv4(10, 9, 9, 9)}}
 		w.WriteMsg(m)
 	})
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A free UDP port's TCP twin may be taken (a client's ephemeral port):
+	// try another, as Listen does.
+	var pc net.PacketConn
+	var l net.Listener
+	var err error
+	for try := 0; try < 10; try++ {
+		if pc, err = net.ListenPacket("udp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		s.addr = pc.LocalAddr().String()
+		if l, err = net.Listen("tcp", s.addr); err == nil {
+			break
+		}
+		pc.Close()
 	}
-	s.addr = pc.LocalAddr().String()
-	l, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
