@@ -68,15 +68,17 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
 // lean is the informers' transform: the caches keep what the records are
 // built from, not the whole objects. A Pod is cut to its name, phase and
-// addresses (keys/kube's Pod reads nothing else), and from Services and
-// EndpointSlices the managed fields and kubectl's last-applied copy are
-// dropped. In a large cluster these are most of the bytes an informer
-// holds: a Pod's spec runs to kilobytes, and an EndpointSlice's managed
-// fields grow with its endpoints. Anything else (a tombstone) is kept as
-// it came.
+// addresses (keys/kube's Pod reads nothing else); an EndpointSlice's
+// endpoints lose their pod reference, node, zone and hints (keys/kube
+// reads an endpoint's addresses, ready condition and hostname); and from
+// Services and EndpointSlices the managed fields and kubectl's
+// last-applied copy are dropped. In a large cluster these are most of the
+// bytes an informer holds: a Pod's spec runs to kilobytes, and every
+// endpoint's pod reference is seven strings, more than its address. A
+// feature that reads more (topology from a zone) adds it here. Anything
+// else (a tombstone) is kept as it came.
 func lean(obj any) (any, error) {
-	switch o := obj.(type) {
-	case *corev1.Pod:
+	if o, ok := obj.(*corev1.Pod); ok {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: o.Namespace, Name: o.Name, UID: o.UID,
@@ -84,7 +86,14 @@ func lean(obj any) (any, error) {
 			},
 			Status: corev1.PodStatus{Phase: o.Status.Phase, PodIP: o.Status.PodIP, PodIPs: o.Status.PodIPs},
 		}, nil
-	case metav1.Object:
+	}
+	if o, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		for i := range o.Endpoints {
+			e := &o.Endpoints[i]
+			e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil
+		}
+	}
+	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 		if a := o.GetAnnotations(); a[lastApplied] != "" {
 			delete(a, lastApplied)

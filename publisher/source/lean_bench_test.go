@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -113,6 +114,76 @@ func BenchmarkCachedPod(b *testing.B) {
 				b.StopTimer()
 				pods = nil
 				b.ReportMetric(float64(int64(heapInUse())-int64(before))/n, "B/pod")
+				runtime.KeepAlive(store)
+			}
+		})
+	}
+}
+
+// deploymentSlice is an EndpointSlice as the endpointslice controller
+// writes it for a Deployment's 100 pods: each endpoint with its address,
+// conditions, pod reference, node and zone, and the controller's managed
+// fields.
+func deploymentSlice(i int) *discoveryv1.EndpointSlice {
+	now := metav1.NewTime(time.Unix(1_700_000_000, 0))
+	sl := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("web-%05d-x7k2p", i), Namespace: "shop", GenerateName: fmt.Sprintf("web-%05d-", i),
+			UID: types.UID(fmt.Sprintf("9e8d7c6b-5a4f-4e3d-8c2b-%012d", i)), ResourceVersion: fmt.Sprint(5000 + i), Generation: 3, CreationTimestamp: now,
+			Labels: map[string]string{discoveryv1.LabelServiceName: fmt.Sprintf("web-%05d", i), discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+				"app": "web"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: fmt.Sprintf("web-%05d", i),
+				UID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", Controller: ptr(true), BlockOwnerDeletion: ptr(true)}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "discovery.k8s.io/v1",
+				Time: &now, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:addressType":{},"f:endpoints":{},"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:endpointslice.kubernetes.io/managed-by":{},"f:kubernetes.io/service-name":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"1a2b3c4d\"}":{}}},"f:ports":{}}`)}}},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(8080))}},
+	}
+	for j := range 100 {
+		n := i*100 + j
+		sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", 128+n>>16&63, n>>8&255, n&255)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("web-%05d-7d4b9c8f6d-%05d", i, j),
+				UID: types.UID(fmt.Sprintf("6f1c2d3e-4b5a-4c6d-8e7f-%012d", n))},
+			NodeName: ptr(fmt.Sprintf("node-%d", n%500)), Zone: ptr(fmt.Sprintf("europe-west1-%c", 'b'+n%3)),
+		})
+	}
+	return sl
+}
+
+// BenchmarkCachedEndpointSlice is the heap an informer's cache holds an
+// endpoint in, whole and as lean keeps it (B/endpoint).
+func BenchmarkCachedEndpointSlice(b *testing.B) {
+	const n = 100 // slices of 100 endpoints
+	for _, c := range []struct {
+		name      string
+		transform cache.TransformFunc
+	}{{"whole", nil}, {"lean", lean}} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				before := heapInUse()
+				sls := make([]*discoveryv1.EndpointSlice, n)
+				for i := range sls {
+					sls[i] = deploymentSlice(i)
+				}
+				b.StartTimer()
+				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+				for i, sl := range sls {
+					var obj any = sl
+					if c.transform != nil {
+						obj, _ = c.transform(sl)
+					}
+					if err := store.Add(obj); err != nil {
+						b.Fatal(err)
+					}
+					sls[i] = nil
+				}
+				b.StopTimer()
+				sls = nil
+				b.ReportMetric(float64(int64(heapInUse())-int64(before))/(n*100), "B/endpoint")
 				runtime.KeepAlive(store)
 			}
 		})

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,9 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
+
+	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/keys/kube"
 )
 
 type recorder struct {
@@ -111,7 +116,10 @@ func TestKubeSourceCachesLeanObjects(t *testing.T) {
 		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10"}}
 	sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web-1", ManagedFields: managed,
 		Labels: map[string]string{discoveryv1.LabelServiceName: "web"}},
-		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}}}}
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Hostname: ptr("web-0"),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true)},
+			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0", UID: "u0"},
+			NodeName:   ptr("node-1"), Zone: ptr("zone-a"), Hints: &discoveryv1.EndpointHints{ForZones: []discoveryv1.ForZone{{Name: "zone-a"}}}}}}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "p", UID: "u1", ManagedFields: managed, Labels: map[string]string{"app": "web"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/web:1"}}},
@@ -133,8 +141,63 @@ func TestKubeSourceCachesLeanObjects(t *testing.T) {
 		!reflect.DeepEqual(s.Annotations, map[string]string{"service.alpha.kubernetes.io/tolerate-unready-endpoints": "true"}) {
 		t.Errorf("cached service: managed fields %v, cluster IP %q, annotations %v", s.ManagedFields, s.Spec.ClusterIP, s.Annotations)
 	}
-	if sls := k.Slices("default", "web"); len(sls) != 1 || sls[0].ManagedFields != nil || len(sls[0].Endpoints) != 1 {
-		t.Errorf("cached slices %+v, want one, without managed fields, with its endpoint", sls)
+	wantEp := discoveryv1.Endpoint{Addresses: []string{"10.0.0.1"}, Hostname: ptr("web-0"),
+		Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true)}}
+	if sls := k.Slices("default", "web"); len(sls) != 1 || sls[0].ManagedFields != nil || len(sls[0].Endpoints) != 1 ||
+		!reflect.DeepEqual(sls[0].Endpoints[0], wantEp) {
+		t.Errorf("cached slices %+v, want one, without managed fields, with its endpoint cut to %+v", sls, wantEp)
+	}
+}
+
+// The records of a service are the same built from the slices lean keeps
+// as from the slices the API server sent: hostnames, dual-stack
+// addresses, a not-ready endpoint left out and kept by a service that
+// publishes them, ports for SRV records.
+func TestLeanKeepsWhatRecordsAreBuiltFrom(t *testing.T) {
+	b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "east"}, "cluster.local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices := func() []*discoveryv1.EndpointSlice {
+		var out []*discoveryv1.EndpointSlice
+		for i, family := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6} {
+			sl := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: fmt.Sprintf("db-%d", i),
+				Labels: map[string]string{discoveryv1.LabelServiceName: "db"}},
+				AddressType: family,
+				Ports:       []discoveryv1.EndpointPort{{Name: ptr("sql"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr(int32(5432))}}}
+			for j := range 3 {
+				addr := fmt.Sprintf("10.1.0.%d", j+1)
+				if family == discoveryv1.AddressTypeIPv6 {
+					addr = fmt.Sprintf("fd00::%d", j+1)
+				}
+				sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{addr}, Hostname: ptr(fmt.Sprintf("db-%d", j)),
+					Conditions: discoveryv1.EndpointConditions{Ready: ptr(j != 2), Serving: ptr(true), Terminating: ptr(false)},
+					TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: fmt.Sprintf("db-%d", j), UID: types.UID(fmt.Sprint(j))},
+					NodeName:   ptr(fmt.Sprintf("node-%d", j)), Zone: ptr("zone-a")})
+			}
+			out = append(out, sl)
+		}
+		return out
+	}
+	for _, publish := range []bool{false, true} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, PublishNotReadyAddresses: publish,
+				Ports: []corev1.ServicePort{{Name: "sql", Protocol: corev1.ProtocolTCP, Port: 5432}}}}
+		whole, errs := b.Service(svc, slices())
+		if len(errs) > 0 || len(whole) == 0 {
+			t.Fatalf("records of the whole slices: %v, errors %v", whole, errs)
+		}
+		var cut []*discoveryv1.EndpointSlice
+		for _, sl := range slices() {
+			o, err := lean(sl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut = append(cut, o.(*discoveryv1.EndpointSlice))
+		}
+		if got, errs := b.Service(svc, cut); len(errs) > 0 || !reflect.DeepEqual(got, whole) {
+			t.Errorf("publishNotReadyAddresses %v: records of the lean slices %v (errors %v), want %v", publish, got, errs, whole)
+		}
 	}
 }
 
