@@ -86,7 +86,13 @@ func ptr[T any](v T) *T { return &v }
 // BenchmarkCachedPod is the heap an informer's cache holds a pod in,
 // whole and as lean keeps it (B/pod).
 func BenchmarkCachedPod(b *testing.B) {
-	const n = 10_000
+	benchmarkCached(b, 10_000, 1, "B/pod", func(i int) any { return deploymentPod(i) })
+}
+
+// benchmarkCached reports the heap a cache.Store holds n objects in, made
+// by obj, whole and as lean keeps them, per unit (an object holds per of
+// them).
+func benchmarkCached(b *testing.B, n, per int, unit string, obj func(i int) any) {
 	for _, c := range []struct {
 		name      string
 		transform cache.TransformFunc
@@ -95,25 +101,24 @@ func BenchmarkCachedPod(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				before := heapInUse()
-				pods := make([]*corev1.Pod, n)
-				for i := range pods {
-					pods[i] = deploymentPod(i)
+				objs := make([]any, n)
+				for i := range objs {
+					objs[i] = obj(i)
 				}
 				b.StartTimer()
 				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-				for i, p := range pods {
-					var obj any = p
+				for i, o := range objs {
 					if c.transform != nil {
-						obj, _ = c.transform(p)
+						o, _ = c.transform(o)
 					}
-					if err := store.Add(obj); err != nil {
+					if err := store.Add(o); err != nil {
 						b.Fatal(err)
 					}
-					pods[i] = nil // decoded from a watch, it is the cache's alone
+					objs[i] = nil // decoded from a watch, it is the cache's alone
 				}
 				b.StopTimer()
-				pods = nil
-				b.ReportMetric(float64(int64(heapInUse())-int64(before))/n, "B/pod")
+				objs = nil
+				b.ReportMetric(float64(int64(heapInUse())-int64(before))/float64(n*per), unit)
 				runtime.KeepAlive(store)
 			}
 		})
@@ -156,38 +161,7 @@ func deploymentSlice(i int) *discoveryv1.EndpointSlice {
 // BenchmarkCachedEndpointSlice is the heap an informer's cache holds an
 // endpoint in, whole and as lean keeps it (B/endpoint).
 func BenchmarkCachedEndpointSlice(b *testing.B) {
-	const n = 100 // slices of 100 endpoints
-	for _, c := range []struct {
-		name      string
-		transform cache.TransformFunc
-	}{{"whole", nil}, {"lean", lean}} {
-		b.Run(c.name, func(b *testing.B) {
-			for range b.N {
-				b.StopTimer()
-				before := heapInUse()
-				sls := make([]*discoveryv1.EndpointSlice, n)
-				for i := range sls {
-					sls[i] = deploymentSlice(i)
-				}
-				b.StartTimer()
-				store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-				for i, sl := range sls {
-					var obj any = sl
-					if c.transform != nil {
-						obj, _ = c.transform(sl)
-					}
-					if err := store.Add(obj); err != nil {
-						b.Fatal(err)
-					}
-					sls[i] = nil
-				}
-				b.StopTimer()
-				sls = nil
-				b.ReportMetric(float64(int64(heapInUse())-int64(before))/(n*100), "B/endpoint")
-				runtime.KeepAlive(store)
-			}
-		})
-	}
+	benchmarkCached(b, 100, 100, "B/endpoint", func(i int) any { return deploymentSlice(i) })
 }
 
 func heapInUse() uint64 {
