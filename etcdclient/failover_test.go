@@ -23,10 +23,12 @@ import (
 // member is a client of one real etcd whose requests, while hung is set,
 // wait until their context ends (what a client sees of a frozen member:
 // the connection stays ready and nothing comes back), and, while fail is
-// set, fail with it.
+// set, fail with it. While lost is set only its writes wait (a live member
+// whose proposals went to a frozen leader): reads are answered.
 type member struct {
 	cli  *clientv3.Client
 	hung atomic.Bool
+	lost atomic.Bool
 	fail atomic.Pointer[error]
 }
 
@@ -37,7 +39,7 @@ func newMember(t *testing.T, url string) *member {
 		Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
 		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
 			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				if m.hung.Load() {
+				if m.hung.Load() || m.lost.Load() && !strings.HasSuffix(method, "/Range") {
 					<-ctx.Done()
 					return ctx.Err()
 				}
@@ -117,6 +119,35 @@ func TestFailoverMovesOnceWhenRequestsTimeOut(t *testing.T) {
 	}
 	if err := put(ctx, f, timeout, "/k"); err != nil || moves.Load() != 2 {
 		t.Fatalf("after b froze: %v, %d moves, want 2", err, moves.Load())
+	}
+}
+
+// A write can time out on a member that is alive (it forwarded the write
+// to a frozen leader, which lost it) when the next endpoint in line is the
+// frozen one: the writer moves past it, to the first endpoint that answers
+// a read, and the retry is taken at once.
+func TestFailoverMovesPastAFrozenEndpoint(t *testing.T) {
+	u := startEmbedded(t)
+	a, b, c := newMember(t, u), newMember(t, u), newMember(t, u)
+	f, log, moves := failover(a.cli, b.cli, c.cli)
+	a.lost.Store(true)
+	b.hung.Store(true)
+	const timeout = 300 * time.Millisecond
+	if err := put(context.Background(), f, timeout, "/k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a put whose proposal was lost: %v, want a deadline exceeded", err)
+	}
+	start := time.Now()
+	if err := put(context.Background(), f, timeout, "/k"); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if d := time.Since(start); d > timeout {
+		t.Errorf("the retry took %v, more than one timeout (%v)", d, timeout)
+	}
+	if n := moves.Load(); n != 1 {
+		t.Errorf("%d moves, want 1", n)
+	}
+	if !strings.Contains(log.String(), `msg="etcd requests moved to the next endpoint" from=a to=c reason=timeout`) {
+		t.Errorf("log without the move from a to c:\n%s", log)
 	}
 }
 

@@ -320,30 +320,42 @@ func TestPublisherPodRecords(t *testing.T) {
 // A member of the record store frozen (SIGSTOP) while the publisher writes
 // to it: every Service created meanwhile is in etcd within one
 // publisher.write-timeout of its creation plus a margin, not two or more.
-// The frozen member is the publisher's first endpoint and a follower (a
-// frozen leader stalls every member's writes until the others elect
-// another, whatever the publisher does). Several Services are created at
-// once, so that the writes of several units wait on the frozen member
-// together and are retried together: a client that round-robins its
-// members sends one of any three retries to the frozen member again.
+// Several Services are created at once, so that the writes of several
+// units wait together and are retried together.
+//
+//   - follower: the frozen member is the publisher's first endpoint. A
+//     client that round-robins its members sent one of any three retries
+//     to the frozen member again.
+//   - leader: the publisher's first endpoint is a live follower, and the
+//     frozen leader comes next. The writes the follower forwarded to the
+//     leader are lost with it; the retry must skip the frozen leader, not
+//     go to it as the next in line.
 func TestPublisherFrozenMember(t *testing.T) {
+	for _, frozenRole := range []string{"follower", "leader"} {
+		t.Run(frozenRole, func(t *testing.T) { publisherFrozenMember(t, frozenRole) })
+	}
+}
+
+func publisherFrozenMember(t *testing.T, frozenRole string) {
 	c := harness.StartEtcdCluster(t, 3)
 	api := harness.StartKubeAPIServer(t, harness.StartEtcd(t))
 	kc, b := faultKube(t, api), faultBuilder(t)
 	l := c.Leader(t)
-	frozen := (l + 1) % len(c.Members)
-	eps := []string{c.Members[frozen].Endpoint}
-	for i, m := range c.Members {
-		if i != frozen {
-			eps = append(eps, m.Endpoint)
-		}
+	// The publisher's endpoints: a follower, the leader, the other
+	// follower. The frozen member is the first of them or the leader
+	// after it; either way the writes move to the first live one after
+	// the first endpoint.
+	eps := []string{c.Members[(l+1)%3].Endpoint, c.Members[l].Endpoint, c.Members[(l+2)%3].Endpoint}
+	frozen, to := (l+1)%3, eps[1]
+	if frozenRole == "leader" {
+		frozen, to = l, eps[2]
 	}
-	cli := c.Members[l].Client(t) // never the frozen member
+	cli := c.Members[(l+2)%3].Client(t) // never the frozen member
 	const writeTimeout = 2 * time.Second
 	p, metrics := faultPublisher(t, strings.Join(eps, ","), api, true, "--publisher.write-timeout="+writeTimeout.String())
 	waitRecords(t, cli, func() map[string]string { return expected(t, b, kc) })
 
-	t.Logf("freezing member %d, the publisher's first endpoint; the leader is member %d", frozen, l)
+	t.Logf("freezing member %d (the %s); the publisher's endpoints are %v", frozen, frozenRole, eps)
 	c.Members[frozen].Pause()
 	defer c.Members[frozen].Resume()
 	const n = 9
@@ -385,13 +397,13 @@ func TestPublisherFrozenMember(t *testing.T) {
 	slowest := slices.Max(took)
 	t.Logf("with member %d frozen, each service in etcd after %v; slowest %v", frozen, took, slowest.Round(time.Millisecond))
 	if slowest >= 2*writeTimeout {
-		t.Errorf("a service was in etcd %v after its creation with the first endpoint frozen, want less than two write timeouts (%v)", slowest, 2*writeTimeout)
+		t.Errorf("a service was in etcd %v after its creation with the %s frozen, want less than two write timeouts (%v)", slowest, frozenRole, 2*writeTimeout)
 	}
 	waitRecords(t, cli, func() map[string]string { return expected(t, b, kc) })
 	if moves := faultMetric(t, metrics, "etcdns_publisher_etcd_endpoint_moves_total"); moves != 1 {
 		t.Errorf("etcdns_publisher_etcd_endpoint_moves_total = %v, want 1", moves)
 	}
-	moved := fmt.Sprintf(`msg="etcd requests moved to the next endpoint" from=%s to=%s`, eps[0], eps[1])
+	moved := fmt.Sprintf(`msg="etcd requests moved to the next endpoint" from=%s to=%s`, eps[0], to)
 	if log := faultLog(t, p); strings.Count(log, "etcd requests moved") != 1 || !strings.Contains(log, moved) {
 		t.Errorf("want the one line %s in the publisher's log:\n%s", moved, log)
 	}

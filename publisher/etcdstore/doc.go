@@ -3,6 +3,6 @@
 // single keys after a guard failed. What to write is decided by package
 // plan; this package only makes sure a write happens exactly as planned or
 // not at all. Given several etcd endpoints, it reads and writes through one
-// of them and moves to the next when a request there times out or finds it
-// unavailable (etcdclient.Failover); the caller retries.
+// of them and moves to the next that answers when a request there times
+// out or finds it unavailable (etcdclient.Failover); the caller retries.
 package etcdstore
