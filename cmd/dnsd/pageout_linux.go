@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -60,30 +61,27 @@ func madvise(m mapping, advice int) error {
 // imageMappings is where /proc/self/maps shows dnsd's binary mapped
 // without write permission: its code and read-only data. The writable
 // data segment is left alone: its pages are the process's own copies.
-// The file is matched by device and inode, which survive the binary being
-// replaced on disk while dnsd runs.
+// The binary is the file whose mapping holds this function's code, told
+// by the device and inode maps gives it, not by a stat of /proc/self/exe:
+// in a container the binary is on overlayfs, and kernels have differed in
+// whether maps shows the overlay's file or the layer's beneath it.
 func imageMappings() ([]mapping, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/exe", &st); err != nil {
-		return nil, err
-	}
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
 		return nil, err
 	}
-	var out []mapping
+	type line struct {
+		mapping
+		file     string // major:minor inode
+		writable bool
+	}
+	var lines []line
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		// start-end perms offset major:minor inode path
 		f := strings.Fields(sc.Text())
-		if len(f) < 6 || strings.Contains(f[1], "w") || f[4] != strconv.FormatUint(st.Ino, 10) {
-			continue
-		}
-		maj, min, _ := strings.Cut(f[3], ":")
-		ma, err1 := strconv.ParseUint(maj, 16, 32)
-		mi, err2 := strconv.ParseUint(min, 16, 32)
-		if err1 != nil || err2 != nil || unix.Mkdev(uint32(ma), uint32(mi)) != st.Dev {
-			continue
+		if len(f) < 6 || f[4] == "0" {
+			continue // anonymous
 		}
 		lo, hi, _ := strings.Cut(f[0], "-")
 		start, err1 := strconv.ParseUint(lo, 16, 64)
@@ -91,12 +89,23 @@ func imageMappings() ([]mapping, error) {
 		if err1 != nil || err2 != nil || end <= start {
 			return nil, fmt.Errorf("/proc/self/maps: unreadable range %q", f[0])
 		}
-		out = append(out, mapping{uintptr(start), uintptr(end)})
+		lines = append(lines, line{mapping{uintptr(start), uintptr(end)}, f[3] + " " + f[4], strings.Contains(f[1], "w")})
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("/proc/self/maps shows no read-only mapping of the binary")
+	if err := sc.Err(); err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	pc := reflect.ValueOf(imageMappings).Pointer()
+	i := slices.IndexFunc(lines, func(l line) bool { return l.start <= pc && pc < l.end })
+	if i < 0 {
+		return nil, fmt.Errorf("/proc/self/maps shows no file mapping holding the code at %#x", pc)
+	}
+	var out []mapping
+	for _, l := range lines {
+		if l.file == lines[i].file && !l.writable {
+			out = append(out, l.mapping)
+		}
+	}
+	return out, nil
 }
 
 // residentFile is the process's file-backed resident memory (RssFile in

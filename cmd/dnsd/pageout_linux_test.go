@@ -12,6 +12,10 @@ func TestImageMappingsHoldTheCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A Go binary maps its code and its read-only data apart.
+	if len(maps) < 2 {
+		t.Errorf("mappings %v, want the code's and the read-only data's", maps)
+	}
 	pc := reflect.ValueOf(imageMappings).Pointer()
 	for _, m := range maps {
 		if m.start <= pc && pc < m.end {
