@@ -126,7 +126,7 @@ func answers(cli *clientv3.Client) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 	defer cancel()
 	_, err := cli.Get(ctx, "health", clientv3.WithSerializable())
-	return err == nil || ctx.Err() == nil && !unavailable(err) && status.Code(err) != codes.DeadlineExceeded
+	return err == nil || ctx.Err() == nil && !unavailable(err)
 }
 
 // moveTo makes to current if from still is, and says so once.

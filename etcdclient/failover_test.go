@@ -13,49 +13,11 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/internal/freeze"
 )
-
-// member is a client of one real etcd whose requests, while hung is set,
-// wait until their context ends (what a client sees of a frozen member:
-// the connection stays ready and nothing comes back), and, while fail is
-// set, fail with it. While lost is set only its writes wait (a live member
-// whose proposals went to a frozen leader): reads are answered.
-type member struct {
-	cli  *clientv3.Client
-	hung atomic.Bool
-	lost atomic.Bool
-	fail atomic.Pointer[error]
-}
-
-func newMember(t *testing.T, url string) *member {
-	t.Helper()
-	m := &member{}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{url}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				if m.hung.Load() || m.lost.Load() && !strings.HasSuffix(method, "/Range") {
-					<-ctx.Done()
-					return ctx.Err()
-				}
-				if err := m.fail.Load(); err != nil {
-					return *err
-				}
-				return invoker(ctx, method, req, reply, cc, opts...)
-			})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	m.cli = cli
-	return m
-}
 
 // failover is a Failover of clients named a, b, ... with its log and the
 // number of moves it counted.
@@ -82,9 +44,9 @@ func put(ctx context.Context, f *Failover, timeout time.Duration, key string) er
 // the next endpoint, which takes them at once.
 func TestFailoverMovesOnceWhenRequestsTimeOut(t *testing.T) {
 	u := startEmbedded(t)
-	a, b := newMember(t, u), newMember(t, u)
-	f, log, moves := failover(a.cli, b.cli)
-	a.hung.Store(true)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, log, moves := failover(a.Client, b.Client)
+	a.Hung.Store(true)
 	const timeout = 300 * time.Millisecond
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -112,8 +74,8 @@ func TestFailoverMovesOnceWhenRequestsTimeOut(t *testing.T) {
 		t.Errorf("8 retries took %v, more than one timeout (%v)", d, timeout)
 	}
 	// Past the last endpoint the first comes round again.
-	a.hung.Store(false)
-	b.hung.Store(true)
+	a.Hung.Store(false)
+	b.Hung.Store(true)
 	if err := put(ctx, f, timeout, "/k"); err == nil {
 		t.Fatal("a put through a frozen member succeeded")
 	}
@@ -128,10 +90,10 @@ func TestFailoverMovesOnceWhenRequestsTimeOut(t *testing.T) {
 // a read, and the retry is taken at once.
 func TestFailoverMovesPastAFrozenEndpoint(t *testing.T) {
 	u := startEmbedded(t)
-	a, b, c := newMember(t, u), newMember(t, u), newMember(t, u)
-	f, log, moves := failover(a.cli, b.cli, c.cli)
-	a.lost.Store(true)
-	b.hung.Store(true)
+	a, b, c := freeze.New(t, u), freeze.New(t, u), freeze.New(t, u)
+	f, log, moves := failover(a.Client, b.Client, c.Client)
+	a.Lost.Store(true)
+	b.Hung.Store(true)
 	const timeout = 300 * time.Millisecond
 	if err := put(context.Background(), f, timeout, "/k"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a put whose proposal was lost: %v, want a deadline exceeded", err)
@@ -154,9 +116,9 @@ func TestFailoverMovesPastAFrozenEndpoint(t *testing.T) {
 // A request its caller gives up on says nothing about the endpoint.
 func TestFailoverStaysWhenTheCallerGivesUp(t *testing.T) {
 	u := startEmbedded(t)
-	a, b := newMember(t, u), newMember(t, u)
-	f, log, moves := failover(a.cli, b.cli)
-	a.hung.Store(true)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, log, moves := failover(a.Client, b.Client)
+	a.Hung.Store(true)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := put(ctx, f, time.Second, "/k"); err == nil {
@@ -171,15 +133,15 @@ func TestFailoverStaysWhenTheCallerGivesUp(t *testing.T) {
 // waiting. An error of the request itself (a refused grant) moves nothing.
 func TestFailoverMovesOnUnavailable(t *testing.T) {
 	u := startEmbedded(t)
-	a, b := newMember(t, u), newMember(t, u)
-	f, log, moves := failover(a.cli, b.cli)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, log, moves := failover(a.Client, b.Client)
 	denied := rpctypes.ErrGRPCPermissionDenied
-	a.fail.Store(&denied)
+	a.Fail.Store(&denied)
 	if err := put(context.Background(), f, time.Second, "/k"); !IsDenied(err) || moves.Load() != 0 {
 		t.Fatalf("a refused put: %v, %d moves, want permission denied and none", err, moves.Load())
 	}
 	noLeader := rpctypes.ErrGRPCNoLeader
-	a.fail.Store(&noLeader)
+	a.Fail.Store(&noLeader)
 	if err := put(context.Background(), f, time.Second, "/k"); !errors.Is(err, rpctypes.ErrNoLeader) {
 		t.Fatalf("a put through a member without a leader: %v", err)
 	}
@@ -227,13 +189,13 @@ func TestFailoverPassesOverRefusingEndpoint(t *testing.T) {
 // With one endpoint there is nowhere to go: requests stay, and nothing is
 // logged or counted.
 func TestFailoverOneEndpoint(t *testing.T) {
-	a := newMember(t, startEmbedded(t))
-	f, log, moves := failover(a.cli)
-	a.hung.Store(true)
+	a := freeze.New(t, startEmbedded(t))
+	f, log, moves := failover(a.Client)
+	a.Hung.Store(true)
 	if err := put(context.Background(), f, 100*time.Millisecond, "/k"); err == nil {
 		t.Fatal("a put through a frozen member succeeded")
 	}
-	a.hung.Store(false)
+	a.Hung.Store(false)
 	if err := put(context.Background(), f, time.Second, "/k"); err != nil {
 		t.Fatal(err)
 	}

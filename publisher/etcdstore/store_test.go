@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/internal/freeze"
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
@@ -85,36 +83,14 @@ func TestApplyGuardsAndFence(t *testing.T) {
 	}
 }
 
-// hanging is a client of cli's etcd whose requests, while hung is set,
-// wait until their context ends: what a client sees of a frozen member.
-func hanging(t *testing.T, cli *clientv3.Client, hung *atomic.Bool) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(
-			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				if hung.Load() {
-					<-ctx.Done()
-					return ctx.Err()
-				}
-				return invoker(ctx, method, req, reply, cc, opts...)
-			})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // With Endpoints, a transaction that timed out on a frozen first endpoint
 // is retried on the next one, where it commits at once, and the reads
 // follow it there: no request of the store goes to the frozen member
 // again, nor through Client.
 func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 	cli := start(t)
-	var hung atomic.Bool
-	frozen := hanging(t, cli, &hung)
+	m := freeze.New(t, cli.Endpoints()[0])
+	frozen := m.Client
 	const writeTimeout = 300 * time.Millisecond
 	s := &Store{
 		Client:       frozen,
@@ -122,7 +98,7 @@ func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 		WriteTimeout: writeTimeout,
 	}
 	ctx := context.Background()
-	hung.Store(true)
+	m.Hung.Store(true)
 	start := time.Now()
 	op := []plan.Op{{Kind: plan.Put, Key: "/skydns/local/cluster/a", Value: []byte("1")}}
 	if _, err := s.Apply(ctx, nil, op); !errors.Is(err, context.DeadlineExceeded) {
