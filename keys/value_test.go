@@ -1,7 +1,9 @@
 package keys
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -147,4 +149,36 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPackID(t *testing.T) {
+	ids := []string{"0000000000000000", "vvvvvvvvvvvvvvvv", "0123456789abcdef", "ghijklmnopqrstuv"}
+	for i := range 50 {
+		ids = append(ids, ID(1, Value{Host: fmt.Sprintf("10.0.0.%d", i)}))
+	}
+	packed := map[PackedID]string{}
+	for _, id := range ids {
+		p, ok := PackID(id)
+		if !ok {
+			t.Fatalf("PackID(%q) refused an id", id)
+		}
+		if got := p.String(); got != id {
+			t.Fatalf("PackID(%q).String() = %q", id, got)
+		}
+		packed[p] = id
+	}
+	// Packed ids order as their text: a zone keeps its entries sorted by
+	// either and finds them by both.
+	for p, id := range packed {
+		for q, jd := range packed {
+			if got, want := bytes.Compare(p[:], q[:]), strings.Compare(id, jd); got != want {
+				t.Fatalf("%s vs %s: packed compare %d, text %d", id, jd, got, want)
+			}
+		}
+	}
+	for _, s := range []string{"", "000000000000000", "00000000000000000", "000000000000000w", "ABCDEFGHIJKLMNOP", "x"} {
+		if _, ok := PackID(s); ok {
+			t.Errorf("PackID(%q) packed a string that is no id", s)
+		}
+	}
 }

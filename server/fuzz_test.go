@@ -233,8 +233,8 @@ func FuzzRecord(f *testing.F) {
 				t.Fatalf("key %q: owner %q (key %q) in zone %s", key, owner, ownerKey, c.Name)
 			}
 			v, _ := keys.Decode(value)
-			if typ, err := v.Type(owner, z.Reverse); err != nil || typ != e.Type {
-				t.Fatalf("key %q: entry of type %d; the value's is %d, %v", key, e.Type, typ, err)
+			if typ, err := v.Type(owner, z.Reverse); err != nil || typ != e.Type() {
+				t.Fatalf("key %q: entry of type %d; the value's is %d, %v", key, e.Type(), typ, err)
 			}
 
 			sn, errs := snap.Build([]snap.Config{c}, 1, []snap.KV{{Key: key, Value: value}})
@@ -243,24 +243,24 @@ func FuzzRecord(f *testing.F) {
 			}
 			cur := sn
 			srv.snapshot = func() *snap.Snapshot { return cur }
-			q := new(dns.Msg).SetQuestion(dns.Fqdn(owner), e.Type)
+			q := new(dns.Msg).SetQuestion(dns.Fqdn(owner), e.Type())
 			b, err := q.Pack()
 			if err != nil {
 				t.Fatalf("owner %q: %v", owner, err)
 			}
 			var m dns.Msg
 			if err := m.Unpack((&worker{s: srv, tcp: true}).handle(b)); err != nil {
-				t.Fatalf("%s %s: %v", owner, dns.TypeToString[e.Type], err)
+				t.Fatalf("%s %s: %v", owner, dns.TypeToString[e.Type()], err)
 			}
 			if m.Truncated {
 				continue // a TXT value too large for any message
 			}
 			found := false
 			for _, rr := range m.Answer {
-				found = found || rr.Header().Rrtype == e.Type && strings.EqualFold(rr.Header().Name, dns.Fqdn(owner))
+				found = found || rr.Header().Rrtype == e.Type() && strings.EqualFold(rr.Header().Name, dns.Fqdn(owner))
 			}
 			if m.Rcode != dns.RcodeSuccess || !found {
-				t.Fatalf("key %q value %s: %s %s answered %s %v", key, value, owner, dns.TypeToString[e.Type], dns.RcodeToString[m.Rcode], m.Answer)
+				t.Fatalf("key %q value %s: %s %s answered %s %v", key, value, owner, dns.TypeToString[e.Type()], dns.RcodeToString[m.Rcode], m.Answer)
 			}
 		}
 	})

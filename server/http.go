@@ -78,12 +78,13 @@ func (o Ops) records(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case n == nil:
 		fmt.Fprintln(w, "nothing held at or below this name")
-	case len(n.Entries) == 0:
+	case len(n.Entries()) == 0:
 		fmt.Fprintln(w, "empty non-terminal: names below it hold records")
 	}
 	if n != nil {
-		for _, e := range n.Entries {
-			fmt.Fprintf(w, "key %s %s %s\n", z.Key(n.Name, e), typeLabel(e.Type), e.Value().Encode())
+		for i := range n.Entries() {
+			e := &n.Entries()[i]
+			fmt.Fprintf(w, "key %s %s %s\n", z.Key(n.Name, e), typeLabel(e.Type()), e.Value().Encode())
 		}
 		for _, set := range n.Sets() {
 			for _, rr := range set.RRs {

@@ -89,13 +89,14 @@ func (r *resolver) federated(name, owner string, qtype uint16) bool {
 		// A shard without a cluster IP of this family is reached through
 		// its own load balancer, still ahead of the other shards.
 		useExternal := len(own) == 0
-		for _, e := range node.Entries {
+		for i := range node.Entries() {
+			e := &node.Entries()[i]
 			ip, ok := entryAddr(e, qtype)
 			switch {
 			case !ok:
-			case e.Origin.Cluster == cluster && useExternal:
+			case e.Origin().Cluster == cluster && useExternal:
 				own = appendNew(own, ip)
-			case e.Origin.Cluster != cluster:
+			case e.Origin().Cluster != cluster:
 				others = appendNew(others, ip)
 			}
 		}
@@ -156,11 +157,11 @@ func rrAddr(rr dns.RR) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-func entryAddr(e snap.Entry, qtype uint16) (netip.Addr, bool) {
-	if e.Type != qtype {
+func entryAddr(e *snap.Entry, qtype uint16) (netip.Addr, bool) {
+	if e.Type() != qtype {
 		return netip.Addr{}, false
 	}
-	return e.Addr, true
+	return e.Addr(), true
 }
 
 func appendNew(ips []netip.Addr, ip netip.Addr) []netip.Addr {

@@ -94,7 +94,10 @@ func (b *Batch) mutable(name string) *Node {
 	}
 	c := &Node{Name: name, batch: b.id, line: b.z.line}
 	if n != nil {
-		c.Entries, c.kids = slices.Clone(n.Entries), n.kids
+		c.one, c.kids = n.one, n.kids
+		if n.more != nil {
+			c.setEntries(slices.Clone(*n.more))
+		}
 	}
 	t.set(c, h)
 	b.touched = append(b.touched, c)
@@ -115,7 +118,7 @@ func (b *Batch) link(name string, delta int32) {
 	}
 	n := b.mutable(p)
 	n.kids += delta
-	if len(n.Entries) == 0 && n.kids == 0 {
+	if len(n.Entries()) == 0 && n.kids == 0 {
 		b.drop(n)
 	}
 }
@@ -126,42 +129,51 @@ func (b *Batch) drop(n *Node) {
 	b.link(n.Name, -1)
 }
 
-// Put stores an entry of owner, replacing the one with the same ID.
+// Put stores an entry of owner, as Parse made it, replacing the one with
+// the same ID.
 func (b *Batch) Put(owner string, e Entry) {
+	if e.typ == 0 {
+		return // no value: a node takes a typeless entry for no entry
+	}
 	n := b.mutable(owner)
-	i, found := slices.BinarySearchFunc(n.Entries, e.ID, byID)
-	if found {
-		n.Entries[i] = e
+	es := n.Entries()
+	if len(es) == 0 {
+		n.one[0] = e
+		b.z.Records++
 		return
 	}
-	n.Entries = slices.Insert(n.Entries, i, e)
+	i, found := slices.BinarySearchFunc(es, e.ID(), byID)
+	if found {
+		es[i] = e
+		return
+	}
+	n.setEntries(slices.Insert(es, i, e))
 	b.z.Records++
 }
 
 // Delete removes the entry with id of owner, if held.
 func (b *Batch) Delete(owner, id string) {
-	if n := b.z.Node(owner); n == nil {
-		return
-	} else if _, found := slices.BinarySearchFunc(n.Entries, id, byID); !found {
+	if _, found := slices.BinarySearchFunc(b.z.Node(owner).Entries(), id, byID); !found {
 		return
 	}
 	n := b.mutable(owner)
-	i, _ := slices.BinarySearchFunc(n.Entries, id, byID)
-	n.Entries = slices.Delete(n.Entries, i, i+1)
+	es := n.Entries()
+	i, _ := slices.BinarySearchFunc(es, id, byID)
+	n.setEntries(slices.Delete(es, i, i+1))
 	b.z.Records--
-	if len(n.Entries) == 0 && n.kids == 0 {
+	if len(n.Entries()) == 0 && n.kids == 0 {
 		b.drop(n)
 	}
 }
 
-func byID(e Entry, id string) int { return strings.Compare(e.ID, id) }
+func byID(e Entry, id string) int { return e.compareID(id) }
 
 // Done finishes the batch and returns the new zone.
 func (b *Batch) Done(serial uint32) *Zone {
 	suffix := ".pod." + b.z.Name
 	for _, n := range b.touched {
-		if cap(n.Entries) > len(n.Entries)+len(n.Entries)/4 {
-			n.Entries = slices.Clip(slices.Clone(n.Entries)) // what appends left spare stays with the snapshot
+		if es := n.Entries(); n.more != nil && cap(es) > len(es)+len(es)/4 {
+			*n.more = slices.Clip(slices.Clone(es)) // what appends left spare stays with the snapshot
 		}
 		if !b.z.Reverse {
 			b.indexPod(n.Name, suffix)
@@ -210,25 +222,26 @@ func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []R
 		if local && cluster == "" {
 			continue // no topology: one group, in key order
 		}
-		for _, e := range entries {
-			if cluster != "" && (e.Origin.Cluster == cluster) != local {
+		for i := range entries {
+			e := &entries[i]
+			if cluster != "" && (e.origin.Cluster == cluster) != local {
 				continue
 			}
 			rr := newRR(fqdn, e, defTTL)
 			if rr == nil {
 				continue
 			}
-			if t, ok := ttls[e.Type]; !ok || rr.Header().Ttl < t {
-				ttls[e.Type] = rr.Header().Ttl
+			if t, ok := ttls[e.typ]; !ok || rr.Header().Ttl < t {
+				ttls[e.typ] = rr.Header().Ttl
 			}
 			id := rdata(rr)
 			if seen[id] {
 				continue
 			}
 			seen[id] = true
-			i := slices.IndexFunc(sets, func(s RRSet) bool { return s.Type == e.Type })
+			i := slices.IndexFunc(sets, func(s RRSet) bool { return s.Type == e.typ })
 			if i < 0 {
-				sets = append(sets, RRSet{Type: e.Type})
+				sets = append(sets, RRSet{Type: e.typ})
 				i = len(sets) - 1
 			}
 			sets[i].RRs = append(sets[i].RRs, rr)
@@ -269,35 +282,34 @@ func rdata(rr dns.RR) string {
 	return dns.TypeToString[rr.Header().Rrtype] + " " + strings.TrimPrefix(rr.String(), rr.Header().String())
 }
 
-func newRR(owner string, e Entry, defTTL uint32) dns.RR {
-	ttl := e.TTL
+func newRR(owner string, e *Entry, defTTL uint32) dns.RR {
+	ttl := e.ttl
 	if ttl == 0 {
 		ttl = defTTL
 	}
-	hdr := dns.RR_Header{Name: owner, Rrtype: e.Type, Class: dns.ClassINET, Ttl: ttl}
-	switch e.Type {
+	hdr := dns.RR_Header{Name: owner, Rrtype: e.typ, Class: dns.ClassINET, Ttl: ttl}
+	switch e.typ {
 	case dns.TypeA:
-		a := e.Addr.As4()
-		return &dns.A{Hdr: hdr, A: a[:]}
+		return &dns.A{Hdr: hdr, A: slices.Clone(e.addr[:4])}
 	case dns.TypeAAAA:
-		a := e.Addr.As16()
+		a := e.Addr().As16()
 		return &dns.AAAA{Hdr: hdr, AAAA: a[:]}
 	case dns.TypeCNAME:
-		return &dns.CNAME{Hdr: hdr, Target: dns.Fqdn(e.Data)}
+		return &dns.CNAME{Hdr: hdr, Target: dns.Fqdn(e.Data())}
 	case dns.TypePTR:
-		return &dns.PTR{Hdr: hdr, Ptr: dns.Fqdn(e.Data)}
+		return &dns.PTR{Hdr: hdr, Ptr: dns.Fqdn(e.Data())}
 	case dns.TypeTXT:
-		return &dns.TXT{Hdr: hdr, Txt: splitText(e.Data)}
+		return &dns.TXT{Hdr: hdr, Txt: splitText(e.Data())}
 	case dns.TypeSRV:
-		if e.Port < 0 {
+		if e.Port() < 0 {
 			return nil // CoreDNS skips port -1: "no port declared"
 		}
-		prio := e.Priority
+		prio := e.Priority()
 		if prio == 0 {
 			prio = 10 // as CoreDNS's etcd plugin
 		}
 		// Weight holds the raw value until spreadWeights.
-		return &dns.SRV{Hdr: hdr, Priority: prio, Weight: e.Weight, Port: uint16(e.Port), Target: dns.Fqdn(e.Data)}
+		return &dns.SRV{Hdr: hdr, Priority: prio, Weight: e.Weight(), Port: uint16(e.Port()), Target: dns.Fqdn(e.Data())}
 	}
 	return nil
 }

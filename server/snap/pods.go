@@ -49,8 +49,8 @@ func (b *Batch) indexPod(name, suffix string) {
 	}
 	held := false
 	if n := b.z.Node(name); n != nil {
-		for _, e := range n.Entries {
-			if (e.Type == dns.TypeA || e.Type == dns.TypeAAAA) && e.Addr == ip {
+		for i := range n.Entries() {
+			if e := &n.Entries()[i]; (e.typ == dns.TypeA || e.typ == dns.TypeAAAA) && e.Addr() == ip {
 				held = true
 				break
 			}

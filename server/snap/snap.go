@@ -1,6 +1,7 @@
 package snap
 
 import (
+	"bytes"
 	"cmp"
 	"hash/maphash"
 	"net/netip"
@@ -218,12 +219,46 @@ func (z *Zone) Names(f func(*Node)) {
 // the memory and the cold start. The answer cache keeps what is built
 // once asked.
 type Node struct {
-	Name    string  // canonical, no trailing dot
-	Entries []Entry // valid values held at the name, by id
-	kids    int32   // names one label below that exist
-	batch   uint32  // the batch that made this copy; it may change it in place
-	line    *lineage
-	sets    atomic.Pointer[[]RRSet]
+	Name string // canonical, no trailing dot
+	// The valid values held at the name, by id. Most names hold one: it
+	// sits in the node (one), with no slice header and no array of its
+	// own; more is set only for two or more, and then one is empty.
+	one   [1]Entry
+	more  *[]Entry
+	kids  int32  // names one label below that exist
+	batch uint32 // the batch that made this copy; it may change it in place
+	line  *lineage
+	sets  atomic.Pointer[[]RRSet]
+}
+
+// Entries returns the valid values held at the name, by id. They are the
+// node's own: a caller must not change them.
+func (n *Node) Entries() []Entry {
+	switch {
+	case n == nil:
+		return nil
+	case n.more != nil:
+		return *n.more
+	case n.one[0].typ != 0:
+		return n.one[:]
+	}
+	return nil
+}
+
+// setEntries makes es the node's entries; es may be n.Entries(), changed.
+func (n *Node) setEntries(es []Entry) {
+	switch len(es) {
+	case 0:
+		n.one[0], n.more = Entry{}, nil
+	case 1:
+		n.one[0], n.more = es[0], nil
+	default:
+		n.one[0] = Entry{}
+		if n.more == nil {
+			n.more = new([]Entry)
+		}
+		*n.more = es
+	}
 }
 
 // Sets returns the records of the node's entries, by type.
@@ -234,10 +269,11 @@ func (n *Node) Sets() []RRSet {
 	if p := n.sets.Load(); p != nil {
 		return *p
 	}
-	if len(n.Entries) == 0 {
+	es := n.Entries()
+	if len(es) == 0 {
 		return nil
 	}
-	sets := buildSets(n.Name, n.Entries, n.line.ttl, n.line.cluster)
+	sets := buildSets(n.Name, es, n.line.ttl, n.line.cluster)
 	// Concurrent first queries may both build; all then serve the first
 	// one stored, so every answer shares one set of records.
 	n.sets.CompareAndSwap(nil, &sets)
@@ -288,20 +324,88 @@ func (n *Node) Set(t uint16) []dns.RR {
 
 // Entry is one valid value, reduced to what answers are built from. A
 // million of them make most of dnsd's memory, so it holds no key (the node
-// and ID make it), no JSON and no text form of an address.
+// and ID make it), no JSON and no text form of an address, and an address
+// record whose id the publisher made (keys.PackID) is 48 bytes with no
+// pointer of its own: what only other types or hand-written keys need
+// lives beside it, in extra.
 type Entry struct {
-	ID   string     // the key's last segment; "" in a reverse zone, whose key is the name itself
-	Addr netip.Addr // A and AAAA
-	// Data is the canonical target of a CNAME, PTR or SRV, or the text of
-	// a TXT.
-	Data     string
-	Origin   *Origin // shared by every record of one object
-	TTL      uint32  // 0: the zone's
-	Port     int32   // SRV; -1 is CoreDNS's "no port": the record is not served
-	Priority uint16
-	Weight   uint16
-	Type     uint16
+	addr   [16]byte // A: the first 4 bytes; AAAA: all 16
+	id     keys.PackedID
+	typ    uint16
+	ttl    uint32  // 0: the zone's
+	origin *Origin // shared by every record of one object; never nil
+	x      *extra  // nil: an address record with a packed id
 }
+
+// extra is the part of an entry most records do without.
+type extra struct {
+	id       string // the key's last segment, when it is no packed id
+	rawID    bool   // id holds it: "" in a reverse zone, whose key is the name itself
+	data     string // the canonical target of a CNAME, PTR or SRV, or the text of a TXT
+	port     int32  // SRV; -1 is CoreDNS's "no port": the record is not served
+	priority uint16
+	weight   uint16
+}
+
+var noExtra extra
+
+func (e *Entry) extra() *extra {
+	if e.x == nil {
+		return &noExtra
+	}
+	return e.x
+}
+
+// ID returns the key's last segment; "" in a reverse zone.
+func (e *Entry) ID() string {
+	if x := e.extra(); x.rawID {
+		return x.id
+	}
+	return e.id.String()
+}
+
+// compareID orders entries by ID as strings.Compare does, without making
+// the text of a packed one.
+func (e *Entry) compareID(id string) int {
+	if x := e.extra(); x.rawID {
+		return strings.Compare(x.id, id)
+	}
+	if p, ok := keys.PackID(id); ok {
+		return bytes.Compare(e.id[:], p[:])
+	}
+	return strings.Compare(e.id.String(), id)
+}
+
+// Type is the record type: A, AAAA, CNAME, PTR, TXT or SRV.
+func (e *Entry) Type() uint16 { return e.typ }
+
+// TTL is the value's TTL; 0: the zone's.
+func (e *Entry) TTL() uint32 { return e.ttl }
+
+// Addr is the address of an A or AAAA record.
+func (e *Entry) Addr() netip.Addr {
+	switch e.typ {
+	case dns.TypeA:
+		return netip.AddrFrom4([4]byte(e.addr[:4]))
+	case dns.TypeAAAA:
+		return netip.AddrFrom16(e.addr).Unmap()
+	}
+	return netip.Addr{}
+}
+
+// Data is the canonical target of a CNAME, PTR or SRV, or the text of a
+// TXT.
+func (e *Entry) Data() string { return e.extra().data }
+
+// Port is an SRV record's port; -1 is CoreDNS's "no port".
+func (e *Entry) Port() int32 { return e.extra().port }
+
+// Priority and Weight are an SRV record's, as stored.
+func (e *Entry) Priority() uint16 { return e.extra().priority }
+func (e *Entry) Weight() uint16   { return e.extra().weight }
+
+// Origin says who wrote the record.
+func (e *Entry) Origin() *Origin { return e.origin }
 
 // Origin says who wrote a record: the cluster and the Kubernetes object.
 type Origin struct {
@@ -313,16 +417,16 @@ var noOrigin = &Origin{}
 
 // Value returns the value an entry was read from, less what dnsd drops
 // (group, targetstrip), for debugging.
-func (e Entry) Value() keys.Value {
-	v := keys.Value{TTL: e.TTL, Port: int(e.Port), Priority: int(e.Priority), Weight: int(e.Weight),
-		Cluster: e.Origin.Cluster, Source: e.Origin.Source}
-	switch e.Type {
+func (e *Entry) Value() keys.Value {
+	v := keys.Value{TTL: e.ttl, Port: int(e.Port()), Priority: int(e.Priority()), Weight: int(e.Weight()),
+		Cluster: e.origin.Cluster, Source: e.origin.Source}
+	switch e.typ {
 	case dns.TypeA, dns.TypeAAAA:
-		v.Host = e.Addr.String()
+		v.Host = e.Addr().String()
 	case dns.TypeTXT:
-		v.Text = e.Data
+		v.Text = e.Data()
 	default:
-		v.Host = e.Data
+		v.Host = e.Data()
 	}
 	return v
 }
@@ -363,12 +467,12 @@ func (e *outsideError) Error() string {
 }
 
 // Key returns the etcd key of an entry of owner.
-func (z *Zone) Key(owner string, e Entry) string {
+func (z *Zone) Key(owner string, e *Entry) string {
 	k, _ := keys.Key(z.Prefix, owner)
 	if z.Reverse {
 		return k
 	}
-	return k + "/" + e.ID
+	return k + "/" + e.ID()
 }
 
 // Parse decodes a value stored at key into an entry of its owner. When
@@ -379,8 +483,7 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 	if err != nil {
 		return "", Entry{}, err
 	}
-	// The id is a few bytes of a key that is garbage once parsed.
-	e := Entry{ID: strings.Clone(id)}
+	e := newEntry(id)
 	// The strings of v share value's memory: what the entry keeps is
 	// copied below, the rest (the address, the group) is parsed or dropped.
 	v, err := keys.DecodeView(value)
@@ -391,19 +494,47 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 	if err != nil {
 		return owner, e, err
 	}
-	e.Type, e.TTL, e.Port = t, v.TTL, int32(v.Port)
-	e.Priority, e.Weight = uint16(v.Priority), uint16(v.Weight)
+	e.typ, e.ttl = t, v.TTL
 	switch t {
 	case dns.TypeA, dns.TypeAAAA:
 		ip, _ := netip.ParseAddr(v.Host) // Type parsed it already
-		e.Addr = ip.Unmap()
-	case dns.TypeTXT:
-		e.Data = strings.Clone(v.Text)
+		if ip = ip.Unmap(); t == dns.TypeA {
+			a := ip.As4()
+			copy(e.addr[:], a[:])
+		} else {
+			e.addr = ip.As16()
+		}
 	default:
-		e.Data = strings.Clone(v.Target())
+		x := e.own()
+		x.port, x.priority, x.weight = int32(v.Port), uint16(v.Priority), uint16(v.Weight)
+		if t == dns.TypeTXT {
+			x.data = strings.Clone(v.Text)
+		} else {
+			x.data = strings.Clone(v.Target())
+		}
 	}
-	e.Origin = z.line.origin(v.Cluster, v.Source)
+	e.origin = z.line.origin(v.Cluster, v.Source)
 	return owner, e, nil
+}
+
+// newEntry returns an entry of id with no value yet.
+func newEntry(id string) Entry {
+	e := Entry{origin: noOrigin}
+	if p, ok := keys.PackID(id); ok {
+		e.id = p
+	} else {
+		// The id is a few bytes of a key that is garbage once parsed.
+		e.x = &extra{id: strings.Clone(id), rawID: true}
+	}
+	return e
+}
+
+// own returns e's extra, making it.
+func (e *Entry) own() *extra {
+	if e.x == nil {
+		e.x = new(extra)
+	}
+	return e.x
 }
 
 // maxOrigins bounds the origin table: it is emptied when full, so objects

@@ -688,7 +688,7 @@ func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
 		return
 	}
 	if owner != "" {
-		b.Delete(owner, e.ID)
+		b.Delete(owner, e.ID())
 	}
 	s.skip(z, key, owner, value, err)
 }
