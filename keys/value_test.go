@@ -182,3 +182,16 @@ func TestPackID(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeViewAllocatesNothing: a cold start decodes every value once,
+// and a value it keeps nothing of must cost it no garbage.
+func TestDecodeViewAllocatesNothing(t *testing.T) {
+	b := []byte(`{"host":"10.0.0.1","ttl":5,"group":"g","cluster":"c1","source":"service/ns/svc"}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := DecodeView(b); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("DecodeView: %v allocations, want 0", n)
+	}
+}

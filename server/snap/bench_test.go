@@ -92,6 +92,8 @@ func BenchmarkLoad(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/record")
+			// Garbage too is a cold start's time, and its peak memory.
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "allocated-B/record")
 			runtime.KeepAlive(z)
 			runtime.KeepAlive(kvs)
 		})
