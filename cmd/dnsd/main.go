@@ -18,19 +18,18 @@ import (
 // comes only from record changes: collecting at half the live heap, not
 // Go's whole, costs little CPU and keeps the RSS of a large zone near its
 // snapshot (bench/scale measures both).
+//
+// It holds for the first load too. A load's pages are garbage once read,
+// about twice the snapshot they make, and collecting at 25, as dnsd did
+// until the load was complete, marked the growing snapshot again at every
+// quarter's growth: at a million records bench/scale measured 2.8-3.2 s of
+// dnsd CPU to ready against 2.2-2.6 s at 50, for a peak RSS of 290-305 MiB
+// against 320-345 (bench/README.md).
 const gcPercent = 50
-
-// loadGCPercent is dnsd's GOGC until the first load is complete, under the
-// same condition. The load's pages are garbage as soon as they are read,
-// and at gcPercent the heap peaks at half the snapshot again by the end:
-// collecting sooner keeps the peak RSS (what a node must have free for a
-// frontend to start) near the snapshot, for a little more CPU while
-// loading (bench/scale measures both).
-const loadGCPercent = 25
 
 func main() {
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(loadGCPercent) // gcPercent once ready (run)
+		debug.SetGCPercent(gcPercent)
 	}
 	cmd := &cobra.Command{
 		Use:           "dnsd",

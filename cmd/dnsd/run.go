@@ -164,9 +164,6 @@ func run(ctx context.Context, cfg *config.Config) error {
 			} else {
 				log.Info("returned the binary's start-up pages to the system", "file_rss_mib_before", before>>20, "file_rss_mib_after", after>>20)
 			}
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(gcPercent)
-			}
 		case <-ctx.Done():
 		}
 	}()
