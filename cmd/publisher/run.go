@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -101,13 +102,12 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	user := etcdclient.User(ecfg)
 	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, WriteTimeout: p.WriteTimeout, User: user}
+	var keepers []*clientv3.Client
 	if len(ecfg.Endpoints) > 1 {
 		// The reads and writes go through one endpoint at a time, so that
 		// a write that timed out on a frozen member is retried on another
 		// and a frozen member costs one write timeout, not several. The
-		// election keeps cli: while leading, its only requests are the
-		// lease's keep-alives, on a stream that cli moves to another
-		// member itself once gRPC's keepalive gives up on one.
+		// election's lease is renewed the same way (elect.Elector.Keepers).
 		each, names, err := etcdclient.DialEach(ctx, ecfg)
 		if err != nil {
 			return err
@@ -118,6 +118,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 			}
 		}()
 		store.Endpoints = etcdclient.NewFailover(each, names, log, m.EndpointMoves.Inc)
+		keepers = each
 	}
 	ctrl := publisher.NewController(publisher.Options{
 		Zones:       zones,
@@ -183,6 +184,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		TTL:     p.LeaseTTL,
 		Log:     log,
 		User:    user,
+		Keepers: keepers,
 	}
 	err = el.Run(ctx, terms.lead)
 	log.Info("stopped")

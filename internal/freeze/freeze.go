@@ -17,8 +17,9 @@ import (
 )
 
 // Member is a client of one real etcd endpoint. While Hung is set its
-// requests wait until their context ends: what a client sees of a frozen
-// member, whose connection stays ready while nothing comes back. While
+// requests, and the streams it opens (a lease's KeepAliveOnce is one),
+// wait until their context ends: what a client sees of a frozen member,
+// whose connection stays ready while nothing comes back. While
 // Lost is set only its writes wait (a live member whose proposals went to
 // a frozen leader) and reads are answered. While Fail is set, requests
 // fail with it.
@@ -35,7 +36,7 @@ func New(t testing.TB, endpoint string) *Member {
 	m := &Member{}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(m.intercept)},
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(m.intercept), grpc.WithChainStreamInterceptor(m.interceptStream)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -54,4 +55,15 @@ func (m *Member) intercept(ctx context.Context, method string, req, reply any, c
 		return *err
 	}
 	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (m *Member) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if m.Hung.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err := m.Fail.Load(); err != nil {
+		return nil, *err
+	}
+	return streamer(ctx, desc, cc, method, opts...)
 }

@@ -34,6 +34,10 @@ type Elector struct {
 	// User is the etcd user (etcdclient.User), named when etcd's auth
 	// refuses the campaign.
 	User string
+	// Keepers renew the session's lease, one at a time, moving to the
+	// next when one does not answer: clients pinned to one member each
+	// (etcdclient.DialEach). None: Client renews it.
+	Keepers []*clientv3.Client
 }
 
 // Key is the election prefix of a cluster.
@@ -68,6 +72,14 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			sleep(ctx, time.Second)
 			continue
 		}
+		// The session's own keep-alive stream stays on the member it
+		// was opened on: frozen, that member let the lease expire under a
+		// leader whose every other member was fine (14 s into a freeze,
+		// with gRPC's keepalive still waiting to give up on it). keep
+		// renews it instead, through one member at a time.
+		sess.Orphan()
+		kctx, kcancel := context.WithCancel(ctx) // the session's end ends it: a stale lease must expire
+		lost := el.keep(kctx, sess.Lease(), time.Duration(ttl)*time.Second, log)
 		stale = el.revokeStale(ctx, stale, log)
 		e := concurrency.NewElection(sess, Key(el.Cluster))
 		// A session that expires while campaigning must restart the
@@ -75,7 +87,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		cctx, ccancel := context.WithCancel(ctx)
 		go func() {
 			select {
-			case <-sess.Done():
+			case <-lost:
 				ccancel()
 			case <-cctx.Done():
 			}
@@ -84,11 +96,13 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		err = e.Campaign(cctx, el.ID)
 		if etcdclient.IsDenied(err) {
 			ccancel()
+			kcancel()
 			sess.Close()
 			return &etcdclient.DeniedError{User: el.User, Op: "write", Key: Key(el.Cluster) + "/"}
 		}
 		if err != nil {
 			ccancel()
+			kcancel()
 			stale = release(sess, stale)
 			if ctx.Err() == nil {
 				log.Warn("election: campaign ended; retrying", "err", err)
@@ -105,6 +119,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			el.OnState(false)
 		}
 		ccancel()
+		kcancel()
 		denied := etcdclient.IsDenied(err)
 		switch {
 		case ctx.Err() != nil || denied:
@@ -134,6 +149,61 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		sleep(ctx, time.Second)
 	}
 	return nil
+}
+
+// keep renews lease, of ttl, until ctx ends or the lease is lost, and
+// returns a channel closed then. A renewal is due every third of the TTL;
+// one that gets no answer within a sixth is tried again at once through
+// the next keeper, so a frozen member costs a sixth of the TTL, not the
+// lease. The lease counts as lost when etcd says it is gone, or when no
+// renewal has succeeded for a whole TTL: etcd may have let it expire by
+// then, and the writes it fences would fail anyway.
+func (el *Elector) keep(ctx context.Context, lease clientv3.LeaseID, ttl time.Duration, log *slog.Logger) <-chan struct{} {
+	keepers := el.Keepers
+	if len(keepers) == 0 {
+		keepers = []*clientv3.Client{el.Client}
+	}
+	lost := make(chan struct{})
+	go func() {
+		defer close(lost)
+		renewed := time.Now() // granted just before
+		for i := 0; ; {
+			sleep(ctx, time.Until(renewed.Add(ttl/3)))
+			for failed := 0; ; failed++ {
+				if ctx.Err() != nil {
+					return
+				}
+				if time.Since(renewed) >= ttl {
+					log.Warn("election: no member renewed the lease for its TTL", "lease", fmt.Sprintf("%x", int64(lease)), "ttl", ttl)
+					return
+				}
+				sent := time.Now() // etcd's TTL runs from no earlier than this
+				rctx, cancel := context.WithTimeout(ctx, ttl/6)
+				_, err := keepers[i].KeepAliveOnce(rctx, lease)
+				cancel()
+				if err == nil {
+					renewed = sent
+					if failed > 0 {
+						log.Info("election: renewed the lease through another member", "keeper", i, "failed", failed)
+					}
+					break
+				}
+				if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+					log.Warn("election: the lease expired", "lease", fmt.Sprintf("%x", int64(lease)))
+					return
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				if failed == 0 {
+					log.Warn("election: renewing the lease failed; trying the next member", "err", err, "keeper", i)
+				}
+				i = (i + 1) % len(keepers)
+				sleep(ctx, min(ttl/30, 100*time.Millisecond)) // all away and refusing at once: no spin
+			}
+		}
+	}()
+	return lost
 }
 
 // release closes an ended session and returns stale with the session's

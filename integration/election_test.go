@@ -1,0 +1,100 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/publisher/elect"
+)
+
+// TestPublisherLeaseOutlivesAFrozenMember freezes the member the leading
+// publisher renews its election lease through, a follower, for three
+// lease TTLs: the renewals move to another member, and the publisher
+// keeps its term (the same election key, its lease alive) with no
+// "leadership lost". A session's own keep-alive stream, which stays on the
+// member it was opened on, lost the lease 14 s into such a freeze.
+func TestPublisherLeaseOutlivesAFrozenMember(t *testing.T) {
+	c := harness.StartEtcdCluster(t, 3)
+	l := c.Leader(t)
+	eps := []string{c.Members[(l+1)%3].Endpoint, c.Members[l].Endpoint, c.Members[(l+2)%3].Endpoint}
+	const ttl = 5 * time.Second
+	metrics := fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))
+	p := harness.StartProcess(t, harness.BuildBinary(t, "./cmd/publisher"), []string{
+		"--etcd.endpoints=" + strings.Join(eps, ","),
+		"--publisher.source=files:" + filepath.Join(harness.RepoRoot(t), "examples"),
+		"--cluster.id=it", "--publisher.lease-ttl=" + ttl.String(),
+		"--publisher.metrics-listen=" + strings.TrimPrefix(metrics, "http://"),
+	}, nil, func() error { return harness.HTTPOK(metrics + "/readyz") })
+	cli := c.Members[l].Client(t)
+	term := func() (string, int64, clientv3.LeaseID) {
+		resp, err := cli.Get(context.Background(), elect.Key("it"), clientv3.WithPrefix())
+		if err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("election keys: %v, %v; want the leader's alone", resp, err)
+		}
+		kv := resp.Kvs[0]
+		return string(kv.Key), kv.CreateRevision, clientv3.LeaseID(kv.Lease)
+	}
+	key, rev, lease := term()
+
+	// The member that receives the renewals: its count of keep-alive
+	// messages grows over a third of the TTL, when one is due.
+	before := make([]float64, 3)
+	for i, m := range c.Members {
+		before[i] = keepAlives(t, m.Endpoint)
+	}
+	time.Sleep(ttl/3 + 500*time.Millisecond)
+	carrier := -1
+	for i, m := range c.Members {
+		if keepAlives(t, m.Endpoint) > before[i] {
+			carrier = i
+		}
+	}
+	if carrier < 0 {
+		t.Fatal("no member received the lease's renewals")
+	}
+	t.Logf("freezing member %d, which receives the renewals (the leader is %d); endpoints %v", carrier, l, eps)
+	c.Members[carrier].Pause()
+	time.Sleep(3 * ttl)
+	c.Members[carrier].Resume()
+
+	if k, r, le := term(); k != key || r != rev || le != lease {
+		t.Fatalf("the term changed during the freeze: %s@%d lease %x, was %s@%d lease %x", k, r, le, key, rev, lease)
+	}
+	if resp, err := cli.TimeToLive(context.Background(), lease); err != nil || resp.TTL <= 0 {
+		t.Fatalf("the leader's lease after the freeze: %v, %v", resp, err)
+	}
+	if log := faultLog(t, p); strings.Contains(log, "leadership lost") {
+		t.Fatalf("the publisher lost its term:\n%s", log)
+	}
+}
+
+// keepAlives is how many lease keep-alive messages member ep received.
+func keepAlives(t *testing.T, ep string) float64 {
+	t.Helper()
+	resp, err := http.Get(ep + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "grpc_server_msg_received_total{") && strings.Contains(line, `grpc_method="LeaseKeepAlive"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			return v
+		}
+	}
+	return 0
+}
