@@ -25,6 +25,7 @@
 #   FLOOR_PAGES=1000,10000,0  page sizes of the timed plain etcd read of all
 #                       keys before dnsd starts (0: one range; none: skip)
 #   KNOT=1              0: do not load the same records into Knot for its RSS
+#   DNSD_ENV="K=V ..."  dnsd's environment besides the bench's (GOGC=100, GOMEMLIMIT=300MiB)
 #   OUT=file            also write the table there as Markdown
 #   PROFILE=dir         save dnsd's CPU profile of its first PROFILE_SECONDS
 #                       (default 60; set it above the cold start to cover it

@@ -164,7 +164,7 @@ func TestScale(t *testing.T) {
 	start = time.Now()
 	dnsd := harness.StartProcess(t, bin, []string{
 		"--etcd.endpoints=" + etcd.Endpoint, "--dnsd.listen=" + dnsAddr, "--dnsd.metrics-listen=" + strings.TrimPrefix(ops, "http://"),
-	}, nil, nil)
+	}, strings.Fields(os.Getenv("DNSD_ENV")), nil)
 	if profDir != "" {
 		profWG.Add(1)
 		go func() {
