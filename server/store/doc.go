@@ -98,7 +98,12 @@
 // large pages (see PageSize): the first page is linearizable, so that no
 // frontend starts from a revision older than the cluster's, and the rest
 // are serializable reads at that page's revision, which any member serves
-// from its own store and an etcd grpc-proxy may serve from its cache. A
+// from its own store and an etcd grpc-proxy may serve from its cache.
+// Every page after the first stops where about a page of keys is expected
+// to end (stops.go), because etcd counts each limited read's keys to its
+// stop: read to the zone's end, the pages of a million-key zone made it
+// count ten million. The stops depend only on the keys, so frontends
+// loading at the same revision send the proxy the same requests. A
 // page that fails is asked for again alone, at the same revision, with
 // twice the time (etcdns_dnsd_load_retries_total counts them): in a storm a
 // page can take etcd longer than the request timeout, and starting the

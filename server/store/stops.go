@@ -1,0 +1,84 @@
+package store
+
+import (
+	"math/big"
+	"strings"
+)
+
+// stops chooses where each page of a load stops. etcd 3.5 counts every
+// key from a limited read's start to the end of its range
+// (etcd-io/etcd#11057): read 50,000 keys at a time, a million-key zone
+// made it visit ten million, and a page that stops short of the zone's
+// end is counted only to its stop. A frontend has no names to stop at
+// before it has read the keys, so it extrapolates: a key's bytes after the
+// zone's prefix are a number, and each stop lies as far past the last key
+// read as the last full page spread over. A stop that came too soon (a
+// page less than half full) stretches that stride by what the page
+// lacked. The pages cover the range exactly whatever the estimate, which
+// only changes where they are cut (TestStopsCoverTheRange).
+type stops struct {
+	prefix, end string
+	page        int
+	stride      *big.Int // nil: read to the end
+	stop        string   // of the read in progress
+}
+
+// keyDigits is how many bytes of a key, after the prefix, its number
+// holds: keys that share more than that cannot be told apart by a stop,
+// which costs nothing while fewer than a page of them do.
+const keyDigits = 64
+
+// maxStretch bounds how much one short page stretches the stride, so that
+// one empty stretch of the key space does not send the next stop past a
+// dense one.
+const maxStretch = 64
+
+func newStops(prefix, end string, page int64) *stops {
+	return &stops{prefix: prefix, end: end, page: int(page), stop: end}
+}
+
+// next returns where the read after one from start that got n keys, the
+// last last, starts and stops, and false when the range is read. more is
+// etcd's: keys were left before the read's stop.
+func (s *stops) next(start, last string, n int, more bool) (string, string, bool) {
+	if more {
+		// A full page: the next should span as much key space as it did.
+		if span := new(big.Int).Sub(s.num(last), s.num(start)); span.Sign() > 0 {
+			s.stride = span
+		} else if s.stride != nil {
+			s.stride.Rsh(s.stride, 1)
+		}
+		return s.after(last + "\x00")
+	}
+	if s.stop == s.end {
+		return "", "", false
+	}
+	if n < s.page/2 || n == 0 {
+		// Too near: stretch the stride by what the page lacked.
+		s.stride.Mul(s.stride, big.NewInt(int64(max(2, min(s.page/max(n, 1), maxStretch)))))
+	}
+	return s.after(s.stop)
+}
+
+// after returns start and the stop a stride past it.
+func (s *stops) after(start string) (string, string, bool) {
+	s.stop = s.end
+	if s.stride != nil && s.stride.Sign() > 0 {
+		next := new(big.Int).Add(s.num(start), s.stride)
+		if next.BitLen() <= 8*keyDigits {
+			if k := s.prefix + string(next.FillBytes(make([]byte, keyDigits))); k > start {
+				s.stop = k
+			}
+		}
+	}
+	return start, s.stop, true
+}
+
+// num is key's number: its first keyDigits bytes after the prefix, big
+// endian, padded with zeros.
+func (s *stops) num(key string) *big.Int {
+	rest, _ := strings.CutPrefix(key, s.prefix)
+	b := make([]byte, keyDigits)
+	copy(b, rest)
+	return new(big.Int).SetBytes(b)
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/etcdns/etcdns/internal/testetcd"
+)
+
+// Whatever the keys, the reads stops chooses cover the range exactly, in
+// order, each key once: the stops only change where the pages are cut.
+// The ranges are read as etcd reads them, from a sorted list.
+func TestStopsCoverTheRange(t *testing.T) {
+	const prefix = "/skydns/local/cluster/"
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	rng := rand.New(rand.NewPCG(3, 4))
+	worlds := map[string][]string{"empty": nil, "one": {prefix + "x"}}
+	var lumpy, long, bytes []string
+	for ns := range 9 {
+		for svc := range 1 + rng.IntN(40) {
+			for ep := range 1 + rng.IntN(60) {
+				lumpy = append(lumpy, fmt.Sprintf("%ssvc/ns%d/svc%d/10-%d/%016x", prefix, ns, svc, ep, rng.Uint64()))
+			}
+		}
+	}
+	// Keys alike for longer than a stop can tell apart.
+	for i := range 700 {
+		long = append(long, prefix+strings.Repeat("a", 2*keyDigits)+fmt.Sprint(i))
+	}
+	for range 500 {
+		b := make([]byte, 1+rng.IntN(80))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		bytes = append(bytes, prefix+string(b))
+	}
+	worlds["lumpy"], worlds["long"], worlds["bytes"] = lumpy, long, bytes
+	for name, keys := range worlds {
+		slices.Sort(keys)
+		keys = slices.Compact(keys)
+		for _, page := range []int{1, 7, 100} {
+			var got []string
+			start, stop, reads := prefix, end, 0
+			st := newStops(prefix, end, int64(page))
+			for ok := true; ok; reads++ {
+				if stop <= start || reads > 10*len(keys)+10 {
+					t.Fatalf("%s, page %d: read %d is %q..%q", name, page, reads, start, stop)
+				}
+				i, _ := slices.BinarySearch(keys, start)
+				j, _ := slices.BinarySearch(keys, stop)
+				n := min(j-i, page)
+				got = append(got, keys[i:i+n]...)
+				last := ""
+				if n > 0 {
+					last = keys[i+n-1]
+				}
+				start, stop, ok = st.next(start, last, n, j-i > n)
+			}
+			if !slices.Equal(got, keys) {
+				t.Fatalf("%s, page %d: read %d keys, want the %d of the range, once each", name, page, len(got), len(keys))
+			}
+		}
+	}
+}
+
+// A load's pages stop short of the zone's end, so etcd counts about the
+// keys it returns, not every key to the end for every page.
+func TestLoadPagesStopShort(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	const page = 100
+	var ops []clientv3.Op
+	for ns := range 7 {
+		for svc := range 30 + ns*20 {
+			for ep := range 1 + (svc*7)%23 {
+				ops = append(ops, clientv3.OpPut(fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/10-%d-%d-%d/x", ns, svc, ns, svc, ep), fmt.Sprintf(`{"host":"10.%d.%d.%d"}`, ns, svc, ep)))
+			}
+		}
+	}
+	for i := 0; i < len(ops); i += 100 {
+		if _, err := cli.Txn(context.Background()).Then(ops[i:min(i+100, len(ops))]...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := len(ops)
+	var mu sync.Mutex
+	var reads, counted int
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if r, ok := reply.(*etcdserverpb.RangeResponse); ok && err == nil && strings.HasPrefix(string(req.(*etcdserverpb.RangeRequest).Key), "/skydns/local/cluster/") {
+			mu.Lock()
+			reads++
+			counted += int(r.Count)
+			mu.Unlock()
+		}
+		return err
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.pageSize = page
+	runStore(t, s)
+	z := s.Snapshot().Zone("cluster.local")
+	if z.Records != n {
+		t.Fatalf("loaded %d records, want %d", z.Records, n)
+	}
+	if z.Node("10-6-149-8.svc149.ns6.svc.cluster.local") == nil {
+		t.Fatal("the last service's last endpoint is not loaded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	pages := (n + page - 1) / page
+	// Read to the end each time, the pages counted about n*pages/2 keys
+	// (286,000 here); the stops count a few times n.
+	t.Logf("%d keys: %d reads (%d pages), etcd counted %d keys", n, reads, pages, counted)
+	if counted > 10*n {
+		t.Errorf("etcd counted %d keys for a load of %d in %d reads, want at most %d", counted, n, reads, 10*n)
+	}
+	if reads > 4*pages {
+		t.Errorf("%d reads for %d pages of keys, want at most %d", reads, pages, 4*pages)
+	}
+}
