@@ -538,9 +538,16 @@ func newMem(nsvc, nep int, headless bool) *mem {
 			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{m.addr()}})
 		}
 		m.services[ns+"/"+name] = svc
-		m.slices[ns+"/"+name] = sl
+		m.slices[ns+"/"+name] = cached(sl)
 	}
 	return m
+}
+
+// cached is sl as an informer's cache holds it, after the publisher's
+// transform.
+func cached(sl *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	o, _ := source.Lean(sl)
+	return o.(*discoveryv1.EndpointSlice)
 }
 
 // addr hands out pod addresses from 100.64.0.0/10, never twice.
@@ -558,7 +565,7 @@ func (m *mem) change(i int) {
 	if len(sl.Endpoints) > 0 {
 		sl.Endpoints[rand.IntN(len(sl.Endpoints))].Addresses = []string{m.addr()}
 	}
-	m.slices[ns+"/"+name] = sl
+	m.slices[ns+"/"+name] = cached(sl)
 	notify := m.notify
 	m.mu.Unlock()
 	notify(source.ServiceUnit(ns, name), time.Now())
