@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -87,7 +88,7 @@ func (s *Store) do(ctx context.Context, timeout time.Duration, req func(context.
 // index it feeds is a consistent snapshot, and returns that revision.
 func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, error) {
 	var out []plan.KV
-	rev, err := s.Each(ctx, prefixes, func(page []plan.KV) {
+	rev, err := s.Each(ctx, prefixes, nil, func(page []plan.KV) {
 		out = append(out, page...)
 	})
 	if err != nil {
@@ -103,11 +104,19 @@ func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, 
 // fifth of a restart's CPU: bench/publisher/README.md). The next page is
 // asked for while each takes this one: etcd's reading and the index's
 // building overlap, which is most of a restart over a large store.
-func (s *Store) Each(ctx context.Context, prefixes []string, each func(page []plan.KV)) (int64, error) {
+//
+// cuts, sorted, are keys at which the ranges may be cut into pieces read
+// one after another (nil: none); they change what is read in how many
+// requests, never what is read. etcd 3.5 counts every key from a limited
+// read's start to its range's end, so paging a million-key range 50,000
+// keys at a time made it visit ten million keys, half of its CPU in a
+// restart (bench/publisher/README.md); a piece ending at a cut is counted
+// only to that cut. The publisher cuts at its services' names.
+func (s *Store) Each(ctx context.Context, prefixes, cuts []string, each func(page []plan.KV)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a fetch still reading when each's caller gives up
 	pages := make(chan loaded, 1)
-	go s.fetch(ctx, prefixes, pages)
+	go s.fetch(ctx, prefixes, cuts, pages)
 	var rev int64
 	for p := range pages {
 		if p.err != nil {
@@ -131,7 +140,7 @@ type loaded struct {
 
 // fetch reads the pages of every prefix, all at the first page's
 // revision, into pages, and closes it after the last one or an error.
-func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loaded) {
+func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<- loaded) {
 	defer close(pages)
 	send := func(l loaded) bool {
 		select {
@@ -148,8 +157,10 @@ func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loade
 	var rev int64
 	for _, p := range prefixes {
 		start, end := p, clientv3.GetPrefixRangeEnd(p)
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		pc := &pieces{cuts: inside(cuts, start, end), end: end, page: int(page)}
+		for start != end {
+			stop := pc.stop(start)
+			opts := []clientv3.OpOption{clientv3.WithRange(stop), clientv3.WithLimit(page)}
 			if rev != 0 {
 				opts = append(opts, clientv3.WithRev(rev))
 			}
@@ -177,12 +188,66 @@ func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loade
 			if !send(loaded{kvs: kvs, rev: rev}) {
 				return
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
+			more := resp.More && len(resp.Kvs) > 0
+			pc.read(len(resp.Kvs), more)
+			if more {
+				start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			} else {
+				start = stop
 			}
-			start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}
+}
+
+// pieces chooses where each read of one range stops: after as many of the
+// intervals between cuts as are expected to fill about a page. It starts
+// with one and doubles while the pieces come back less than half full, and
+// halves when one overflows a page, so a range of evenly sized services is
+// read in about as many requests as pages, and a run of keys no cut
+// splits is paged as before, counted only to the next cut.
+type pieces struct {
+	cuts []string
+	end  string
+	page int
+	span int // intervals the next piece covers
+}
+
+// stop is where the read from start ends: a cut past start, or the end.
+func (pc *pieces) stop(start string) string {
+	if pc.span == 0 {
+		pc.span = 1
+	}
+	i := sort.SearchStrings(pc.cuts, start)
+	if i < len(pc.cuts) && pc.cuts[i] == start {
+		i++
+	}
+	if j := i + pc.span - 1; j < len(pc.cuts) {
+		return pc.cuts[j]
+	}
+	return pc.end
+}
+
+// read adjusts the span after a read of n keys that left more before its
+// stop (more) or reached it.
+func (pc *pieces) read(n int, more bool) {
+	switch {
+	case more && pc.span > 1:
+		pc.span /= 2
+	case !more && 2*n < pc.page && pc.span < len(pc.cuts):
+		pc.span *= 2
+	}
+}
+
+// inside returns the cuts strictly between start and end, sorted and
+// without repeats.
+func inside(cuts []string, start, end string) []string {
+	var out []string
+	for _, c := range cuts {
+		if c > start && (end == "\x00" || c < end) && (len(out) == 0 || out[len(out)-1] < c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Get re-reads single keys, in one transaction so they are consistent.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,5 +117,58 @@ func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 	kvs, _, err := s.Load(ctx, []string{"/skydns/local/cluster/"})
 	if err != nil || len(kvs) != 1 || kvs[0].Key != "/skydns/local/cluster/a" || string(kvs[0].Value) != "1" {
 		t.Fatalf("load: %v %v", kvs, err)
+	}
+}
+
+// TestEachWithCuts reads one store through many page sizes and sets of cuts
+// (keys, names between keys, repeats, strings outside the ranges) and wants
+// every key exactly once, in order, each time: cuts change how the ranges
+// are read, never what.
+func TestEachWithCuts(t *testing.T) {
+	cli := start(t)
+	ctx := context.Background()
+	var want []string
+	for ns := range 3 {
+		for svc := range 7 {
+			for r := range 1 + (ns*7+svc)%9 {
+				k := fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/r%02d", ns, svc, r)
+				want = append(want, k)
+			}
+		}
+	}
+	want = append(want, "/skydns/local/cluster/dns-version/x")
+	slices.Sort(want)
+	want = append(want, "/skydns/arpa/in-addr/10/1") // the second range
+	for _, k := range append(want, "/skydns/local/clusterx/not-ours") {
+		if _, err := cli.Put(ctx, k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var svcCuts []string
+	for ns := range 4 {
+		for svc := range 8 {
+			svcCuts = append(svcCuts, fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/", ns, svc))
+		}
+	}
+	for _, cuts := range [][]string{
+		nil,
+		svcCuts,
+		{"/a", "/skydns/local/cluster/svc/ns1/", "/skydns/local/cluster/svc/ns1/", "/skydns/local/cluster/svc/ns1/svc3/r00", "/z"},
+		{"/skydns/local/cluster/", "/skydns/local/cluster0"},
+	} {
+		for _, page := range []int64{1, 2, 5, 50, 1000} {
+			s := &Store{Client: cli, PageSize: page}
+			var got []string
+			if _, err := s.Each(ctx, []string{"/skydns/local/cluster/", "/skydns/arpa/"}, cuts, func(p []plan.KV) {
+				for _, kv := range p {
+					got = append(got, kv.Key)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("cuts %q, page %d:\n got %q\nwant %q", cuts, page, got, want)
+			}
+		}
 	}
 }
