@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/etcdclient"
@@ -169,6 +171,57 @@ func TestEachWithCuts(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("cuts %q, page %d:\n got %q\nwant %q", cuts, page, got, want)
 			}
+		}
+	}
+}
+
+// TestTxnRequestIsClientv3s wants txnRequest's bytes on the wire to be those
+// of the request clientv3's Txn builds from the same compares and ops
+// (written out here as its Commit and Op.toRequestOp do).
+func TestTxnRequestIsClientv3s(t *testing.T) {
+	ops := []plan.Op{
+		{Kind: plan.Put, Key: "/skydns/local/cluster/a/x", Value: []byte(`{"host":"10.0.0.1"}`)},
+		{Kind: plan.Put, Key: "/skydns/local/cluster/b/x", Value: []byte(`{"host":"10.0.0.2"}`), ModRev: 41},
+		{Kind: plan.Delete, Key: "/skydns/local/cluster/c/x", ModRev: 7},
+		{Kind: plan.Put, Key: "/skydns/local/cluster/d/x", Value: []byte(`{"text":"v"}`)},
+		{Kind: plan.Delete, Key: "/skydns/local/cluster/e/x", ModRev: 9},
+	}
+	fence := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/etcdns/leader/c/1"), "=", 5)}
+	var guards, outer []*pb.Compare
+	var writes []*pb.RequestOp
+	for _, o := range ops {
+		var c clientv3.Cmp
+		if o.ModRev == 0 {
+			c = clientv3.Compare(clientv3.CreateRevision(o.Key), "=", 0)
+		} else {
+			c = clientv3.Compare(clientv3.ModRevision(o.Key), "=", o.ModRev)
+		}
+		guards = append(guards, (*pb.Compare)(&c))
+		if o.Kind == plan.Put {
+			writes = append(writes, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(o.Key), Value: o.Value}}})
+		} else {
+			writes = append(writes, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(o.Key)}}})
+		}
+	}
+	for i := range fence {
+		outer = append(outer, (*pb.Compare)(&fence[i]))
+	}
+	for _, tc := range []struct {
+		name  string
+		fence []clientv3.Cmp
+		want  *pb.TxnRequest
+	}{
+		{"unfenced", nil, &pb.TxnRequest{Compare: guards, Success: writes}},
+		{"fenced", fence, &pb.TxnRequest{Compare: outer, Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{
+			RequestTxn: &pb.TxnRequest{Compare: guards, Success: writes}}}}}},
+	} {
+		got, err := txnRequest(tc.fence, ops).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := tc.want.Marshal()
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: txnRequest differs from clientv3's:\n got %v\nwant %v", tc.name, txnRequest(tc.fence, ops), tc.want)
 		}
 	}
 }
