@@ -34,6 +34,7 @@ type Index struct {
 	free    []int32           // ids of emptied units, for reuse
 	table   table             // an owned key's hash -> where it is
 	spill   map[string]loc    // owned keys whose position does not fit a table entry
+	buf     []byte            // for hashAt
 	n       int               // keys owned
 	foreign map[string]string // key -> "cluster source", for keys we do not own
 }
@@ -182,8 +183,11 @@ func (l *Loader) Done() (*Index, LoadStats) {
 }
 
 // find returns where key is, if we own it.
-func (x *Index) find(key string) (loc, bool) {
-	if i, ok := x.lookup(key, keyHash(key)); ok {
+func (x *Index) find(key string) (loc, bool) { return x.findHashed(key, keyHash(key)) }
+
+// findHashed is find of a key whose hash h the caller has.
+func (x *Index) findHashed(key string, h uint64) (loc, bool) {
+	if i, ok := x.lookup(key, h); ok {
 		return x.table.at(i), true
 	}
 	if len(x.spill) > 0 {
@@ -205,7 +209,7 @@ func (x *Index) lookup(key string, h uint64) (int, bool) {
 		switch e := t.e[i]; {
 		case e == 0:
 			return 0, false
-		case e>>56 == tag && x.keyIs(loc{uint32(e >> 28 & posMask), uint32(e & posMask)}, key):
+		case e>>56 == tag && x.keyIs(locOf(e), key):
 			return i, true
 		}
 	}
@@ -238,99 +242,88 @@ func (x *Index) unitID(source string) int32 {
 
 func (x *Index) set(source, key string, e Entry) {
 	delete(x.foreign, key)
-	if l, ok := x.find(key); ok {
+	h := keyHash(key)
+	if l, ok := x.findHashed(key, h); ok {
 		if x.units[l.unit].source == source {
 			x.units[l.unit].slots[l.slot].e = e
 			return
 		}
 		x.remove(key) // another source's key changes hands
 	}
+	// Before the key is in a unit: rehash indexes the units' keys.
+	if x.table.full() {
+		x.rehash()
+	}
 	id := x.unitID(source)
 	u := &x.units[id]
 	l := loc{uint32(id), uint32(len(u.slots))}
 	u.slots = append(u.slots, u.add(key, e))
 	u.live++
-	x.place(key, l)
 	x.n++
-}
-
-// place points key's lookup at l.
-func (x *Index) place(key string, l loc) {
 	if l.unit > posMask || l.slot > posMask {
 		x.spill[key] = l
-		return
-	}
-	if x.table.full() {
-		x.rehash()
-	}
-	h := keyHash(key)
-	if i, ok := x.lookup(key, h); ok {
-		x.table.e[i] = entry(h, l)
 		return
 	}
 	x.table.insert(h, entry(h, l))
 }
 
 // rehash rebuilds the table, sized for twice the keys it holds, from the
-// units' keys: the table keeps no hashes, and dropping its tombstones
-// needs every key's.
+// units' keys: the table keeps no hashes.
 func (x *Index) rehash() {
 	var t table
 	t.reserve(x.table.live + 1)
-	var buf []byte
 	for id := range x.units {
 		u := &x.units[id]
 		for i, s := range u.slots {
-			if s.n == 0 {
-				continue
-			}
 			l := loc{uint32(id), uint32(i)}
-			if l.unit > posMask || l.slot > posMask {
-				continue // in spill
+			if s.n == 0 || l.unit > posMask || l.slot > posMask {
+				continue // a hole, or in spill
 			}
-			cp, n := s.lens()
-			buf = append(append(buf[:0], u.base[:cp]...), u.keys[s.off:s.off+n]...)
-			// The key is hashed, not kept: no copy of buf's bytes needed.
-			k := unsafe.String(unsafe.SliceData(buf), len(buf))
-			if _, spilled := x.spill[k]; spilled {
-				continue
-			}
-			h := keyHash(k)
+			h := x.hashAt(l)
 			t.insert(h, entry(h, l))
 		}
 	}
 	x.table = t
 }
 
-// table is an open-addressing hash table of owned keys' positions: 8 bytes
-// an entry and no pointer, where a Go map[uint64]loc took 34 MB for a
-// million keys (bench/publisher/README.md). An entry holds the unit id and
-// slot (28 bits each) and 8 bits of the key's hash, so that a probe
-// compares the key's bytes only when the tag matches; 0 is an empty
-// entry and tomb a removed one. Positions past 28 bits go to Index.spill.
-type table struct {
-	e     []uint64
-	live  int // entries holding a position
-	tombs int
+// hashAt is the hash of the key at l, put together in a buffer the index
+// reuses.
+func (x *Index) hashAt(l loc) uint64 {
+	u := &x.units[l.unit]
+	s := u.slots[l.slot]
+	cp, n := s.lens()
+	x.buf = append(append(x.buf[:0], u.base[:cp]...), u.keys[s.off:s.off+n]...)
+	// The key is hashed, not kept: no copy of buf's bytes needed.
+	return keyHash(unsafe.String(unsafe.SliceData(x.buf), len(x.buf)))
 }
 
-const (
-	posMask        = 1<<28 - 1
-	tomb    uint64 = 1 // tag 0: no live entry has it
-)
+// table is an open-addressing (linear probing) hash table of owned keys'
+// positions: 8 bytes an entry and no pointer, where a Go map[uint64]loc
+// took 34 MB for a million keys (bench/publisher/README.md). An entry
+// holds the unit id and slot (28 bits each) and 8 bits of the key's hash,
+// so that a probe compares the key's bytes only when the tag matches; 0 is
+// an empty entry. Positions past 28 bits go to Index.spill. A removal
+// shifts the entries after it back instead of leaving a tombstone, so
+// that a publisher changing records for months never has to rebuild the
+// table, which stops every worker for the time it takes.
+type table struct {
+	e    []uint64
+	live int
+}
+
+const posMask = 1<<28 - 1
 
 // tagOf is 8 bits of h other than those that pick the first probe, with
-// the top bit set so that no live entry is 0 or tomb.
+// the top bit set so that no entry is 0.
 func tagOf(h uint64) uint64 { return h>>57 | 0x80 }
 
 func entry(h uint64, l loc) uint64 {
 	return tagOf(h)<<56 | uint64(l.unit)<<28 | uint64(l.slot)
 }
 
-func (t *table) at(i int) loc {
-	e := t.e[i]
-	return loc{uint32(e >> 28 & posMask), uint32(e & posMask)}
-}
+func (t *table) at(i int) loc { return locOf(t.e[i]) }
+
+func locOf(e uint64) loc { return loc{uint32(e >> 28 & posMask), uint32(e & posMask)} }
 
 // reserve sizes an empty table for n keys at most half full.
 func (t *table) reserve(n int) {
@@ -338,37 +331,39 @@ func (t *table) reserve(n int) {
 	for size < 2*n {
 		size *= 2
 	}
-	t.e, t.live, t.tombs = make([]uint64, size), 0, 0
+	t.e, t.live = make([]uint64, size), 0
 }
 
 // full reports whether one more entry would fill the table past three
-// quarters, tombstones included: probes would grow long.
-func (t *table) full() bool { return 4*(t.live+t.tombs+1) > 3*len(t.e) }
+// quarters: probes would grow long.
+func (t *table) full() bool { return 4*(t.live+1) > 3*len(t.e) }
 
 // insert adds e, known not to be in t, at its first free position.
 func (t *table) insert(h uint64, e uint64) {
 	mask := len(t.e) - 1
-	for i := int(h) & mask; ; i = (i + 1) & mask {
-		switch t.e[i] {
-		case 0:
-			t.e[i] = e
-			t.live++
-			return
-		case tomb:
-			t.e[i] = e
-			t.live++
-			t.tombs--
-			return
-		}
+	i := int(h) & mask
+	for t.e[i] != 0 {
+		i = (i + 1) & mask
 	}
+	t.e[i] = e
+	t.live++
 }
 
-// drop removes the entry at i. A tombstone, not an empty entry: keys
-// placed past it by probing must still be found.
-func (t *table) drop(i int) {
-	t.e[i] = tomb
+// drop removes the entry at i, moving each entry after it that could not
+// be reached past an empty one back into the gap; home is an entry's first
+// probe.
+func (t *table) drop(i int, home func(e uint64) int) {
+	mask := len(t.e) - 1
+	for j := (i + 1) & mask; t.e[j] != 0; j = (j + 1) & mask {
+		// The entry at j stays if its home lies cyclically in (i, j].
+		k := home(t.e[j])
+		if i <= j && i < k && k <= j || j < i && (i < k || k <= j) {
+			continue
+		}
+		t.e[i], i = t.e[j], j
+	}
+	t.e[i] = 0
 	t.live--
-	t.tombs++
 }
 
 // Owned returns a copy of the entries of one source.
@@ -435,7 +430,8 @@ func (x *Index) remove(key string) {
 	var l loc
 	if i, ok := x.lookup(key, keyHash(key)); ok {
 		l = x.table.at(i)
-		x.table.drop(i)
+		mask := len(x.table.e) - 1
+		x.table.drop(i, func(e uint64) int { return int(x.hashAt(locOf(e))) & mask })
 	} else if sl, spilled := x.spill[key]; spilled {
 		l = sl
 		delete(x.spill, key)

@@ -13,16 +13,23 @@ import (
 )
 
 // TestIndexModel runs random puts, deletes and refreshes against the index
-// and against plain maps, and compares every answer, with the real key hash
-// and with one under which every key collides (the side map's path).
+// and against plain maps, and compares every answer, with the real key hash,
+// with one under which every key collides, and with one that sends every
+// key to the table's last eight entries, so that probes and the shifts of
+// removals wrap around its end.
 func TestIndexModel(t *testing.T) {
-	for _, collide := range []bool{false, true} {
-		t.Run(fmt.Sprint("collide=", collide), func(t *testing.T) {
-			if collide {
-				old := keyHash
-				keyHash = func(string) uint64 { return 7 }
-				defer func() { keyHash = old }()
-			}
+	real := keyHash
+	for _, hash := range []struct {
+		name string
+		fn   func(string) uint64
+	}{
+		{"real", real},
+		{"collide", func(string) uint64 { return 7 }},
+		{"wrap", func(k string) uint64 { return real(k) | ^uint64(7) }},
+	} {
+		t.Run(hash.name, func(t *testing.T) {
+			keyHash = hash.fn
+			defer func() { keyHash = real }()
 			rng := rand.New(rand.NewPCG(1, 2))
 			x := NewIndex("c1")
 			owner := map[string]string{}             // key -> source
