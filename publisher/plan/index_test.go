@@ -114,3 +114,25 @@ func TestIndexModel(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadKeyReadTwice: ranges that overlap (a cluster domain of "arpa" with
+// one prefix for both trees) deliver a key twice; it is one record.
+func TestLoadKeyReadTwice(t *testing.T) {
+	v := keys.Value{Host: "10.0.0.1", Cluster: "c1", Source: "service/a/s"}.Encode()
+	kvs := []KV{
+		{Key: "/skydns/arpa/x/k1", Value: v, ModRev: 3},
+		{Key: "/skydns/arpa/x/k2", Value: v, ModRev: 4},
+		{Key: "/skydns/arpa/x/k1", Value: v, ModRev: 3},
+	}
+	x, st := Load("c1", kvs)
+	if x.Len() != 2 || st.Owned != 2 {
+		t.Fatalf("Len %d, owned %d, want 2 and 2", x.Len(), st.Owned)
+	}
+	if got := x.Keys("service/a/s"); !slices.Equal(got, []string{"/skydns/arpa/x/k1", "/skydns/arpa/x/k2"}) {
+		t.Fatalf("keys %q", got)
+	}
+	x.Applied("service/a/s", []Op{{Kind: Delete, Key: "/skydns/arpa/x/k1"}}, 5)
+	if _, held := x.HeldBy("service/b/t")("/skydns/arpa/x/k1"); held || x.Len() != 1 {
+		t.Fatalf("k1 still held after its delete, or Len %d != 1", x.Len())
+	}
+}
