@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/plan"
 	"github.com/etcdns/etcdns/publisher/source"
@@ -185,7 +186,7 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 func (c *Controller) load(ctx context.Context) error {
 	start := time.Now()
 	l := plan.NewLoader(c.o.Zones.Cluster.Cluster)
-	rev, err := c.o.Store.Each(ctx, c.o.Ranges, l.Add)
+	rev, err := c.o.Store.Each(ctx, c.o.Ranges, c.cuts(), l.Add)
 	if etcdclient.IsDenied(err) {
 		return err // names the range already
 	}
@@ -201,6 +202,25 @@ func (c *Controller) load(ctx context.Context) error {
 	c.log.Info("loaded owned records", "ranges", c.o.Ranges, "revision", rev, "owned", st.Owned,
 		"sources", len(idx.Sources()), "foreign", st.Foreign, "malformed", st.Malformed, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// cuts are where the load may cut its ranges (etcdstore.Store.Each): at the
+// name of every service the source knows, under which that service's
+// records lie, so that the pieces between them hold whole services.
+func (c *Controller) cuts() []string {
+	b := c.o.Zones.Cluster
+	var cuts []string
+	for _, u := range c.o.Source.Units() {
+		kind, ns, name := source.ParseUnit(u)
+		if kind != "service" {
+			continue
+		}
+		if k, err := keys.Key(b.Prefix, name+"."+ns+".svc."+b.Zone); err == nil {
+			cuts = append(cuts, k+"/")
+		}
+	}
+	sort.Strings(cuts)
+	return cuts
 }
 
 // FullSync reconciles every unit the source knows and every unit that owns

@@ -19,9 +19,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +74,9 @@ func main() {
 	flag.StringVar(&heapProfile, "memprofile", "", "write a heap profile taken after the restart's sync (after a GC) to this file")
 	flag.StringVar(&restartProfile, "cpuprofile-restart", "", "write a CPU profile of the restart (load and full reconcile) only to this file")
 	flag.StringVar(&syncProfile, "cpuprofile-sync", "", "write a CPU profile of the initial sync only to this file")
+	flag.StringVar(&etcdSyncProfile, "etcd-cpuprofile-sync", "", "write a CPU profile of the etcd process (started with --enable-pprof) over the first -etcd-profile-seconds of the initial sync to this file")
+	flag.StringVar(&etcdRestartProfile, "etcd-cpuprofile-restart", "", "the same, over the restart")
+	flag.DurationVar(&etcdProfileFor, "etcd-profile-seconds", 5*time.Second, "length of the etcd profiles: the pprof handler needs it up front, so keep it below the phase's length")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -95,6 +100,40 @@ func main() {
 // Profiles of single phases, so that a profile of the sustained phase is
 // not drowned in the initial sync's work.
 var sustainedProfile, heapProfile, restartProfile, syncProfile string
+
+// etcd's own profiles, through its /debug/pprof: etcd used more CPU than
+// the publisher in a sync and as much in a restart, so its cycles count.
+var (
+	etcdSyncProfile, etcdRestartProfile string
+	etcdProfileFor                      time.Duration
+	etcdURL                             string
+)
+
+// etcdProfile starts a CPU profile of the etcd process into file ("" none)
+// and returns a wait for it to be written.
+func etcdProfile(file string) func() {
+	if file == "" || etcdURL == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", etcdURL, int(etcdProfileFor.Seconds()))
+		resp, err := http.Get(url)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: etcd profile:", err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(file)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		io.Copy(f, resp.Body)
+	}()
+	return func() { <-done }
+}
 
 // pageSize is etcdstore.Store.PageSize: etcd 3.5 counts every key from a
 // page's start to the range's end on each page, so pages of a million-key
@@ -127,7 +166,7 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 				return err
 			}
 			defer stop()
-			endpoint, etcdKind, etcdPID = url, "etcd binary, own process", pid
+			endpoint, etcdKind, etcdPID, etcdURL = url, "etcd binary, own process", pid, url
 		}
 	}
 	if endpoint == "" {
@@ -204,10 +243,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	rev0 := revision(ctx, cli)
 	c1, m1 := newCtrl()
 	stop := profile(syncProfile)
+	etcdWait := etcdProfile(etcdSyncProfile)
 	cpu0, e0 := cpuTime(), etcdCPU()
 	t1, initial, err := lead(c1)
 	syncCPU, syncEtcd := cpuTime()-cpu0, etcdCPU()-e0
 	stop()
+	etcdWait()
 	if err != nil {
 		return err
 	}
@@ -219,10 +260,12 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	rev1 := revision(ctx, cli)
 	c2, m2 := newCtrl()
 	stop = profile(restartProfile)
+	etcdWait = etcdProfile(etcdRestartProfile)
 	cpu0, e0 = cpuTime(), etcdCPU()
 	t2, restart, err := lead(c2)
 	restartCPU, restartEtcd := cpuTime()-cpu0, etcdCPU()-e0
 	stop()
+	etcdWait()
 	if err != nil {
 		return err
 	}
@@ -331,10 +374,15 @@ func startEtcd(bin string) (string, int, func(), error) {
 		return "", 0, nil, err
 	}
 	client, peer := freePort(), freePort()
-	cmd := exec.Command(bin, "--name=bench", "--data-dir="+filepath.Join(dir, "data"),
-		"--listen-client-urls="+client, "--advertise-client-urls="+client,
-		"--listen-peer-urls="+peer, "--initial-advertise-peer-urls="+peer,
-		"--initial-cluster=bench="+peer, "--log-level=error")
+	args := []string{"--name=bench", "--data-dir=" + filepath.Join(dir, "data"),
+		"--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+		"--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+		"--initial-cluster=bench=" + peer, "--log-level=error"}
+	if etcdSyncProfile != "" || etcdRestartProfile != "" {
+		// Only then: it also turns on etcd's mutex profiling, which costs.
+		args = append(args, "--enable-pprof")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -490,9 +538,16 @@ func newMem(nsvc, nep int, headless bool) *mem {
 			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{m.addr()}})
 		}
 		m.services[ns+"/"+name] = svc
-		m.slices[ns+"/"+name] = sl
+		m.slices[ns+"/"+name] = cached(sl)
 	}
 	return m
+}
+
+// cached is sl as an informer's cache holds it, after the publisher's
+// transform.
+func cached(sl *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	o, _ := source.Lean(sl)
+	return o.(*discoveryv1.EndpointSlice)
 }
 
 // addr hands out pod addresses from 100.64.0.0/10, never twice.
@@ -510,7 +565,7 @@ func (m *mem) change(i int) {
 	if len(sl.Endpoints) > 0 {
 		sl.Endpoints[rand.IntN(len(sl.Endpoints))].Addresses = []string{m.addr()}
 	}
-	m.slices[ns+"/"+name] = sl
+	m.slices[ns+"/"+name] = cached(sl)
 	notify := m.notify
 	m.mu.Unlock()
 	notify(source.ServiceUnit(ns, name), time.Now())

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"time"
+	"unsafe"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/keys"
@@ -87,7 +92,7 @@ func (s *Store) do(ctx context.Context, timeout time.Duration, req func(context.
 // index it feeds is a consistent snapshot, and returns that revision.
 func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, error) {
 	var out []plan.KV
-	rev, err := s.Each(ctx, prefixes, func(page []plan.KV) {
+	rev, err := s.Each(ctx, prefixes, nil, func(page []plan.KV) {
 		out = append(out, page...)
 	})
 	if err != nil {
@@ -103,11 +108,19 @@ func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, 
 // fifth of a restart's CPU: bench/publisher/README.md). The next page is
 // asked for while each takes this one: etcd's reading and the index's
 // building overlap, which is most of a restart over a large store.
-func (s *Store) Each(ctx context.Context, prefixes []string, each func(page []plan.KV)) (int64, error) {
+//
+// cuts, sorted, are keys at which the ranges may be cut into pieces read
+// one after another (nil: none); they change what is read in how many
+// requests, never what is read. etcd 3.5 counts every key from a limited
+// read's start to its range's end, so paging a million-key range 50,000
+// keys at a time made it visit ten million keys, half of its CPU in a
+// restart (bench/publisher/README.md); a piece ending at a cut is counted
+// only to that cut. The publisher cuts at its services' names.
+func (s *Store) Each(ctx context.Context, prefixes, cuts []string, each func(page []plan.KV)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a fetch still reading when each's caller gives up
 	pages := make(chan loaded, 1)
-	go s.fetch(ctx, prefixes, pages)
+	go s.fetch(ctx, prefixes, cuts, pages)
 	var rev int64
 	for p := range pages {
 		if p.err != nil {
@@ -131,7 +144,7 @@ type loaded struct {
 
 // fetch reads the pages of every prefix, all at the first page's
 // revision, into pages, and closes it after the last one or an error.
-func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loaded) {
+func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<- loaded) {
 	defer close(pages)
 	send := func(l loaded) bool {
 		select {
@@ -148,8 +161,10 @@ func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loade
 	var rev int64
 	for _, p := range prefixes {
 		start, end := p, clientv3.GetPrefixRangeEnd(p)
-		for {
-			opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(page)}
+		pc := &pieces{cuts: inside(cuts, start, end), end: end, page: int(page)}
+		for start != end {
+			stop := pc.stop(start)
+			opts := []clientv3.OpOption{clientv3.WithRange(stop), clientv3.WithLimit(page)}
 			if rev != 0 {
 				opts = append(opts, clientv3.WithRev(rev))
 			}
@@ -177,12 +192,66 @@ func (s *Store) fetch(ctx context.Context, prefixes []string, pages chan<- loade
 			if !send(loaded{kvs: kvs, rev: rev}) {
 				return
 			}
-			if !resp.More || len(resp.Kvs) == 0 {
-				break
+			more := resp.More && len(resp.Kvs) > 0
+			pc.read(len(resp.Kvs), more)
+			if more {
+				start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			} else {
+				start = stop
 			}
-			start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}
+}
+
+// pieces chooses where each read of one range stops: after as many of the
+// intervals between cuts as are expected to fill about a page. It starts
+// with one and doubles while the pieces come back less than half full, and
+// halves when one overflows a page, so a range of evenly sized services is
+// read in about as many requests as pages, and a run of keys no cut
+// splits is paged as before, counted only to the next cut.
+type pieces struct {
+	cuts []string
+	end  string
+	page int
+	span int // intervals the next piece covers
+}
+
+// stop is where the read from start ends: a cut past start, or the end.
+func (pc *pieces) stop(start string) string {
+	if pc.span == 0 {
+		pc.span = 1
+	}
+	i := sort.SearchStrings(pc.cuts, start)
+	if i < len(pc.cuts) && pc.cuts[i] == start {
+		i++
+	}
+	if j := i + pc.span - 1; j < len(pc.cuts) {
+		return pc.cuts[j]
+	}
+	return pc.end
+}
+
+// read adjusts the span after a read of n keys that left more before its
+// stop (more) or reached it.
+func (pc *pieces) read(n int, more bool) {
+	switch {
+	case more && pc.span > 1:
+		pc.span /= 2
+	case !more && 2*n < pc.page && pc.span < len(pc.cuts):
+		pc.span *= 2
+	}
+}
+
+// inside returns the cuts strictly between start and end, sorted and
+// without repeats.
+func inside(cuts []string, start, end string) []string {
+	var out []string
+	for _, c := range cuts {
+		if c > start && (end == "\x00" || c < end) && (len(out) == 0 || out[len(out)-1] < c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Get re-reads single keys, in one transaction so they are consistent.
@@ -223,30 +292,11 @@ func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent
 // the two failures can be told apart: ErrFenced stops writing, ErrConflict
 // asks for a re-read. It returns the commit revision.
 func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) (int64, error) {
-	guards := make([]clientv3.Cmp, 0, len(ops))
-	writes := make([]clientv3.Op, 0, len(ops))
-	for _, o := range ops {
-		if o.ModRev == 0 {
-			guards = append(guards, clientv3.Compare(clientv3.CreateRevision(o.Key), "=", 0))
-		} else {
-			guards = append(guards, clientv3.Compare(clientv3.ModRevision(o.Key), "=", o.ModRev))
-		}
-		if o.Kind == plan.Put {
-			writes = append(writes, clientv3.OpPut(o.Key, string(o.Value)))
-		} else {
-			writes = append(writes, clientv3.OpDelete(o.Key))
-		}
-	}
-	var resp *clientv3.TxnResponse
+	req := txnRequest(fence, ops)
+	var resp *pb.TxnResponse
 	err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
-		txn := cli.Txn(ctx)
-		if len(fence) == 0 {
-			txn = txn.If(guards...).Then(writes...)
-		} else {
-			txn = txn.If(fence...).Then(clientv3.OpTxn(guards, writes, nil))
-		}
-		resp, err = txn.Commit()
-		return err
+		resp, err = clientv3.RetryKVClient(cli).Txn(ctx, req, txnCallOpts...)
+		return clientv3.ContextError(ctx, err)
 	})
 	if etcdclient.IsDenied(err) {
 		return 0, s.denied(ctx, fence, ops)
@@ -265,6 +315,105 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 	}
 	return resp.Header.Revision, nil
 }
+
+// txnCallOpts are what clientv3's Txn passes to gRPC (its defaults, which
+// etcdclient keeps), and gogoCodec.
+var txnCallOpts = []grpc.CallOption{
+	grpc.WaitForReady(true), grpc.MaxCallSendMsgSize(2 << 20), grpc.MaxCallRecvMsgSize(math.MaxInt32),
+	grpc.ForceCodec(gogoCodec{}),
+}
+
+// txnRequest is the request clientv3's Txn would send for Apply, built
+// without it: through clientv3's Op and Cmp every key was copied twice and
+// every value three times, in a few small allocations per operation, 2 GB
+// over a million-record sync (bench/publisher/README.md). Here each kind of
+// message is one array per transaction, and keys and values are the plan's
+// own bytes, which nothing writes while the request lives.
+func txnRequest(fence []clientv3.Cmp, ops []plan.Op) *pb.TxnRequest {
+	n := len(ops)
+	cmps := make([]pb.Compare, n)
+	guards := make([]*pb.Compare, n)
+	creates := make([]pb.Compare_CreateRevision, n)
+	mods := make([]pb.Compare_ModRevision, n)
+	reqs := make([]pb.RequestOp, n)
+	writes := make([]*pb.RequestOp, n)
+	var puts []pb.PutRequest
+	var putOps []pb.RequestOp_RequestPut
+	var dels []pb.DeleteRangeRequest
+	var delOps []pb.RequestOp_RequestDeleteRange
+	for i, o := range ops {
+		key := bytesOf(o.Key)
+		c := &cmps[i]
+		c.Key, c.Result = key, pb.Compare_EQUAL
+		if o.ModRev == 0 {
+			c.Target, c.TargetUnion = pb.Compare_CREATE, &creates[i]
+		} else {
+			mods[i].ModRevision = o.ModRev
+			c.Target, c.TargetUnion = pb.Compare_MOD, &mods[i]
+		}
+		guards[i] = c
+		if o.Kind == plan.Put {
+			if puts == nil {
+				puts, putOps = make([]pb.PutRequest, 0, n), make([]pb.RequestOp_RequestPut, 0, n)
+			}
+			puts = append(puts, pb.PutRequest{Key: key, Value: o.Value})
+			putOps = append(putOps, pb.RequestOp_RequestPut{RequestPut: &puts[len(puts)-1]})
+			reqs[i].Request = &putOps[len(putOps)-1]
+		} else {
+			if dels == nil {
+				dels, delOps = make([]pb.DeleteRangeRequest, 0, n), make([]pb.RequestOp_RequestDeleteRange, 0, n)
+			}
+			dels = append(dels, pb.DeleteRangeRequest{Key: key})
+			delOps = append(delOps, pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &dels[len(dels)-1]})
+			reqs[i].Request = &delOps[len(delOps)-1]
+		}
+		writes[i] = &reqs[i]
+	}
+	if len(fence) == 0 {
+		return &pb.TxnRequest{Compare: guards, Success: writes}
+	}
+	outer := make([]*pb.Compare, len(fence))
+	for i := range fence {
+		outer[i] = (*pb.Compare)(&fence[i])
+	}
+	inner := &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: &pb.TxnRequest{Compare: guards, Success: writes}}}
+	return &pb.TxnRequest{Compare: outer, Success: []*pb.RequestOp{inner}}
+}
+
+// bytesOf is s's bytes, not a copy: only for messages that are marshaled,
+// never written.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// gogoCodec marshals etcd's messages with their own generated methods, as
+// etcd's server does. gRPC's default codec sees them as legacy messages
+// and, having no Size for them, marshals each request once to learn its
+// size and again to send it: a third of the publisher's gRPC CPU in a sync.
+type gogoCodec struct{}
+
+type gogoMessage interface {
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}
+
+func (gogoCodec) Marshal(v any) ([]byte, error) {
+	m, ok := v.(gogoMessage)
+	if !ok {
+		return nil, fmt.Errorf("etcdstore: cannot marshal %T", v)
+	}
+	return m.Marshal()
+}
+
+// Unmarshal copies what it keeps (the generated code appends bytes and
+// converts strings), so gRPC may reuse data after it.
+func (gogoCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(gogoMessage)
+	if !ok {
+		return fmt.Errorf("etcdstore: cannot unmarshal into %T", v)
+	}
+	return m.Unmarshal(data)
+}
+
+func (gogoCodec) Name() string { return "proto" }
 
 // denied names the key of a refused transaction: its writes need write
 // permission, and the fence and guards compare keys, which needs read.

@@ -1,12 +1,15 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/etcdclient"
@@ -116,5 +119,109 @@ func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 	kvs, _, err := s.Load(ctx, []string{"/skydns/local/cluster/"})
 	if err != nil || len(kvs) != 1 || kvs[0].Key != "/skydns/local/cluster/a" || string(kvs[0].Value) != "1" {
 		t.Fatalf("load: %v %v", kvs, err)
+	}
+}
+
+// TestEachWithCuts reads one store through many page sizes and sets of cuts
+// (keys, names between keys, repeats, strings outside the ranges) and wants
+// every key exactly once, in order, each time: cuts change how the ranges
+// are read, never what.
+func TestEachWithCuts(t *testing.T) {
+	cli := start(t)
+	ctx := context.Background()
+	var want []string
+	for ns := range 3 {
+		for svc := range 7 {
+			for r := range 1 + (ns*7+svc)%9 {
+				k := fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/r%02d", ns, svc, r)
+				want = append(want, k)
+			}
+		}
+	}
+	want = append(want, "/skydns/local/cluster/dns-version/x")
+	slices.Sort(want)
+	want = append(want, "/skydns/arpa/in-addr/10/1") // the second range
+	for _, k := range append(want, "/skydns/local/clusterx/not-ours") {
+		if _, err := cli.Put(ctx, k, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var svcCuts []string
+	for ns := range 4 {
+		for svc := range 8 {
+			svcCuts = append(svcCuts, fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/", ns, svc))
+		}
+	}
+	for _, cuts := range [][]string{
+		nil,
+		svcCuts,
+		{"/a", "/skydns/local/cluster/svc/ns1/", "/skydns/local/cluster/svc/ns1/", "/skydns/local/cluster/svc/ns1/svc3/r00", "/z"},
+		{"/skydns/local/cluster/", "/skydns/local/cluster0"},
+	} {
+		for _, page := range []int64{1, 2, 5, 50, 1000} {
+			s := &Store{Client: cli, PageSize: page}
+			var got []string
+			if _, err := s.Each(ctx, []string{"/skydns/local/cluster/", "/skydns/arpa/"}, cuts, func(p []plan.KV) {
+				for _, kv := range p {
+					got = append(got, kv.Key)
+				}
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("cuts %q, page %d:\n got %q\nwant %q", cuts, page, got, want)
+			}
+		}
+	}
+}
+
+// TestTxnRequestIsClientv3s wants txnRequest's bytes on the wire to be those
+// of the request clientv3's Txn builds from the same compares and ops
+// (written out here as its Commit and Op.toRequestOp do).
+func TestTxnRequestIsClientv3s(t *testing.T) {
+	ops := []plan.Op{
+		{Kind: plan.Put, Key: "/skydns/local/cluster/a/x", Value: []byte(`{"host":"10.0.0.1"}`)},
+		{Kind: plan.Put, Key: "/skydns/local/cluster/b/x", Value: []byte(`{"host":"10.0.0.2"}`), ModRev: 41},
+		{Kind: plan.Delete, Key: "/skydns/local/cluster/c/x", ModRev: 7},
+		{Kind: plan.Put, Key: "/skydns/local/cluster/d/x", Value: []byte(`{"text":"v"}`)},
+		{Kind: plan.Delete, Key: "/skydns/local/cluster/e/x", ModRev: 9},
+	}
+	fence := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/etcdns/leader/c/1"), "=", 5)}
+	var guards, outer []*pb.Compare
+	var writes []*pb.RequestOp
+	for _, o := range ops {
+		var c clientv3.Cmp
+		if o.ModRev == 0 {
+			c = clientv3.Compare(clientv3.CreateRevision(o.Key), "=", 0)
+		} else {
+			c = clientv3.Compare(clientv3.ModRevision(o.Key), "=", o.ModRev)
+		}
+		guards = append(guards, (*pb.Compare)(&c))
+		if o.Kind == plan.Put {
+			writes = append(writes, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(o.Key), Value: o.Value}}})
+		} else {
+			writes = append(writes, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(o.Key)}}})
+		}
+	}
+	for i := range fence {
+		outer = append(outer, (*pb.Compare)(&fence[i]))
+	}
+	for _, tc := range []struct {
+		name  string
+		fence []clientv3.Cmp
+		want  *pb.TxnRequest
+	}{
+		{"unfenced", nil, &pb.TxnRequest{Compare: guards, Success: writes}},
+		{"fenced", fence, &pb.TxnRequest{Compare: outer, Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{
+			RequestTxn: &pb.TxnRequest{Compare: guards, Success: writes}}}}}},
+	} {
+		got, err := txnRequest(tc.fence, ops).Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := tc.want.Marshal()
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: txnRequest differs from clientv3's:\n got %v\nwant %v", tc.name, txnRequest(tc.fence, ops), tc.want)
+		}
 	}
 }

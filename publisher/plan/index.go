@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/etcdns/etcdns/keys"
 )
@@ -18,22 +19,22 @@ import (
 // publisher, so it is laid out for the heap and the GC rather than for the
 // simplest code: a unit's keys (less the prefix they share with its first
 // key) lie back to back in one byte slice with its entries beside them in
-// another, and the key -> unit lookup is a map from
-// a 64-bit hash of the key to a position. None of these holds a pointer, so
+// another, and the key -> unit lookup is an open-addressing table of
+// positions (table). None of these holds a pointer, so
 // a GC cycle does not trace a million strings and map entries (it did, and
 // that tracing was most of the change-to-commit tail at a million records),
-// and a key costs about 90 bytes instead of its own bytes plus about 220
+// and a key costs about 70 bytes instead of its own bytes plus about 220
 // (bench/publisher/README.md). A position is trusted only after the key
 // bytes it points at are compared with the key, so two keys with one hash
-// (practically never, with a seed drawn at start) cost a small side map,
-// never a wrong answer.
+// cost a longer probe, never a wrong answer.
 type Index struct {
 	cluster string
 	units   []unit            // by unit id
 	ids     map[string]int32  // source -> unit id
 	free    []int32           // ids of emptied units, for reuse
-	byHash  map[uint64]loc    // hash of an owned key -> where it is
-	spill   map[string]loc    // owned keys whose hash another owned key has
+	table   table             // an owned key's hash -> where it is
+	spill   map[string]loc    // owned keys whose position does not fit a table entry
+	buf     []byte            // for hashAt
 	n       int               // keys owned
 	foreign map[string]string // key -> "cluster source", for keys we do not own
 }
@@ -123,7 +124,6 @@ func NewIndex(cluster string) *Index {
 	return &Index{
 		cluster: cluster,
 		ids:     map[string]int32{},
-		byHash:  map[uint64]loc{},
 		spill:   map[string]loc{},
 		foreign: map[string]string{},
 	}
@@ -134,7 +134,6 @@ func NewIndex(cluster string) *Index {
 // everything else is remembered only as held by someone else.
 func Load(cluster string, kvs []KV) (*Index, LoadStats) {
 	l := NewLoader(cluster)
-	l.x.byHash = make(map[uint64]loc, len(kvs))
 	l.Add(kvs)
 	return l.Done()
 }
@@ -165,7 +164,15 @@ func (l *Loader) Add(kvs []KV) {
 			x.foreign[kv.Key] = v.Cluster + " " + v.Source // a new string, not a view
 		default:
 			l.st.Owned++
-			x.set(v.Source, kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev})
+			// Not looked up: one read has each key once, and Done
+			// places all of them in a table of the right size at
+			// once, where placing them one by one was a third of a
+			// restart's index building, in cache misses and regrowth.
+			id := x.unitID(v.Source)
+			u := &x.units[id]
+			u.slots = append(u.slots, u.add(kv.Key, Entry{Sum: SumOf(kv.Value), ModRev: kv.ModRev}))
+			u.live++
+			x.n++
 		}
 	}
 }
@@ -179,19 +186,65 @@ func (l *Loader) Done() (*Index, LoadStats) {
 		u := &x.units[i]
 		u.keys, u.slots = slices.Clip(slices.Clone(u.keys)), slices.Clip(slices.Clone(u.slots))
 	}
+	x.table.reserve(x.n)
+	for id := range x.units {
+		u := &x.units[id]
+		for i, s := range u.slots {
+			if s.n == 0 {
+				continue
+			}
+			at := loc{uint32(id), uint32(i)}
+			h := x.hashAt(at)
+			key := unsafe.String(unsafe.SliceData(x.buf), len(x.buf))
+			if _, dup := x.findHashed(key, h); dup {
+				// Read twice, by ranges that overlap: the same record.
+				u.slots[i].n = 0
+				u.live--
+				x.n--
+				l.st.Owned--
+				continue
+			}
+			if at.unit > posMask || at.slot > posMask {
+				x.spill[strings.Clone(key)] = at
+				continue
+			}
+			x.table.insert(h, entry(h, at))
+		}
+	}
 	return x, l.st
 }
 
 // find returns where key is, if we own it.
-func (x *Index) find(key string) (loc, bool) {
-	if l, ok := x.byHash[keyHash(key)]; ok && x.keyIs(l, key) {
-		return l, true
+func (x *Index) find(key string) (loc, bool) { return x.findHashed(key, keyHash(key)) }
+
+// findHashed is find of a key whose hash h the caller has.
+func (x *Index) findHashed(key string, h uint64) (loc, bool) {
+	if i, ok := x.lookup(key, h); ok {
+		return x.table.at(i), true
 	}
 	if len(x.spill) > 0 {
 		l, ok := x.spill[key]
 		return l, ok
 	}
 	return loc{}, false
+}
+
+// lookup returns the table position of key, if it is there.
+func (x *Index) lookup(key string, h uint64) (int, bool) {
+	t := &x.table
+	if len(t.e) == 0 {
+		return 0, false
+	}
+	mask := len(t.e) - 1
+	tag := tagOf(h)
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		switch e := t.e[i]; {
+		case e == 0:
+			return 0, false
+		case e>>56 == tag && x.keyIs(locOf(e), key):
+			return i, true
+		}
+	}
 }
 
 // keyIs reports whether the key at l is key, without making a string of
@@ -221,30 +274,128 @@ func (x *Index) unitID(source string) int32 {
 
 func (x *Index) set(source, key string, e Entry) {
 	delete(x.foreign, key)
-	if l, ok := x.find(key); ok {
+	h := keyHash(key)
+	if l, ok := x.findHashed(key, h); ok {
 		if x.units[l.unit].source == source {
 			x.units[l.unit].slots[l.slot].e = e
 			return
 		}
 		x.remove(key) // another source's key changes hands
 	}
+	// Before the key is in a unit: rehash indexes the units' keys.
+	if x.table.full() {
+		x.rehash()
+	}
 	id := x.unitID(source)
 	u := &x.units[id]
 	l := loc{uint32(id), uint32(len(u.slots))}
 	u.slots = append(u.slots, u.add(key, e))
 	u.live++
-	x.place(key, l)
 	x.n++
-}
-
-// place points key's lookup at l.
-func (x *Index) place(key string, l loc) {
-	h := keyHash(key)
-	if old, taken := x.byHash[h]; taken && !x.keyIs(old, key) {
+	if l.unit > posMask || l.slot > posMask {
 		x.spill[key] = l
 		return
 	}
-	x.byHash[h] = l
+	x.table.insert(h, entry(h, l))
+}
+
+// rehash rebuilds the table, sized for twice the keys it holds, from the
+// units' keys: the table keeps no hashes.
+func (x *Index) rehash() {
+	var t table
+	t.reserve(x.table.live + 1)
+	for id := range x.units {
+		u := &x.units[id]
+		for i, s := range u.slots {
+			l := loc{uint32(id), uint32(i)}
+			if s.n == 0 || l.unit > posMask || l.slot > posMask {
+				continue // a hole, or in spill
+			}
+			h := x.hashAt(l)
+			t.insert(h, entry(h, l))
+		}
+	}
+	x.table = t
+}
+
+// hashAt is the hash of the key at l, put together in a buffer the index
+// reuses.
+func (x *Index) hashAt(l loc) uint64 {
+	u := &x.units[l.unit]
+	s := u.slots[l.slot]
+	cp, n := s.lens()
+	x.buf = append(append(x.buf[:0], u.base[:cp]...), u.keys[s.off:s.off+n]...)
+	// The key is hashed, not kept: no copy of buf's bytes needed.
+	return keyHash(unsafe.String(unsafe.SliceData(x.buf), len(x.buf)))
+}
+
+// table is an open-addressing (linear probing) hash table of owned keys'
+// positions: 8 bytes an entry and no pointer, where a Go map[uint64]loc
+// took 34 MB for a million keys (bench/publisher/README.md). An entry
+// holds the unit id and slot (28 bits each) and 8 bits of the key's hash,
+// so that a probe compares the key's bytes only when the tag matches; 0 is
+// an empty entry. Positions past 28 bits go to Index.spill. A removal
+// shifts the entries after it back instead of leaving a tombstone, so
+// that a publisher changing records for months never has to rebuild the
+// table, which stops every worker for the time it takes.
+type table struct {
+	e    []uint64
+	live int
+}
+
+const posMask = 1<<28 - 1
+
+// tagOf is 8 bits of h other than those that pick the first probe, with
+// the top bit set so that no entry is 0.
+func tagOf(h uint64) uint64 { return h>>57 | 0x80 }
+
+func entry(h uint64, l loc) uint64 {
+	return tagOf(h)<<56 | uint64(l.unit)<<28 | uint64(l.slot)
+}
+
+func (t *table) at(i int) loc { return locOf(t.e[i]) }
+
+func locOf(e uint64) loc { return loc{uint32(e >> 28 & posMask), uint32(e & posMask)} }
+
+// reserve sizes an empty table for n keys at most half full.
+func (t *table) reserve(n int) {
+	size := 8
+	for size < 2*n {
+		size *= 2
+	}
+	t.e, t.live = make([]uint64, size), 0
+}
+
+// full reports whether one more entry would fill the table past three
+// quarters: probes would grow long.
+func (t *table) full() bool { return 4*(t.live+1) > 3*len(t.e) }
+
+// insert adds e, known not to be in t, at its first free position.
+func (t *table) insert(h uint64, e uint64) {
+	mask := len(t.e) - 1
+	i := int(h) & mask
+	for t.e[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.e[i] = e
+	t.live++
+}
+
+// drop removes the entry at i, moving each entry after it that could not
+// be reached past an empty one back into the gap; home is an entry's first
+// probe.
+func (t *table) drop(i int, home func(e uint64) int) {
+	mask := len(t.e) - 1
+	for j := (i + 1) & mask; t.e[j] != 0; j = (j + 1) & mask {
+		// The entry at j stays if its home lies cyclically in (i, j].
+		k := home(t.e[j])
+		if i <= j && i < k && k <= j || j < i && (i < k || k <= j) {
+			continue
+		}
+		t.e[i], i = t.e[j], j
+	}
+	t.e[i] = 0
+	t.live--
 }
 
 // Owned returns a copy of the entries of one source.
@@ -308,14 +459,16 @@ func (x *Index) Applied(source string, ops []Op, rev int64) (freed []string) {
 
 func (x *Index) remove(key string) {
 	delete(x.foreign, key)
-	l, ok := x.find(key)
-	if !ok {
-		return
-	}
-	if _, spilled := x.spill[key]; spilled {
+	var l loc
+	if i, ok := x.lookup(key, keyHash(key)); ok {
+		l = x.table.at(i)
+		mask := len(x.table.e) - 1
+		x.table.drop(i, func(e uint64) int { return int(x.hashAt(locOf(e))) & mask })
+	} else if sl, spilled := x.spill[key]; spilled {
+		l = sl
 		delete(x.spill, key)
 	} else {
-		delete(x.byHash, keyHash(key))
+		return
 	}
 	id := int32(l.unit)
 	u := &x.units[id]
@@ -338,23 +491,31 @@ func (x *Index) compact(id int32) {
 	u := &x.units[id]
 	kb := make([]byte, 0, len(u.keys))
 	slots := make([]slot, 0, u.live)
+	at := make([]int, 0, u.live) // table position of each kept key, -1 in spill
 	for _, s := range u.slots {
 		if s.n == 0 {
 			continue
 		}
+		// Found by the old layout, before it is replaced.
+		pos := -1
+		k := u.key(s)
+		if j, ok := x.lookup(k, keyHash(k)); ok {
+			pos = j
+		}
+		at = append(at, pos)
 		_, n := s.lens()
 		slots = append(slots, slot{off: uint32(len(kb)), n: s.n, e: s.e})
 		kb = append(kb, u.keys[s.off:s.off+n]...)
 	}
 	u.keys, u.slots = kb, slots
 	for i, s := range slots {
-		k := u.key(s)
 		l := loc{uint32(id), uint32(i)}
-		if _, spilled := x.spill[k]; spilled {
-			x.spill[k] = l
-		} else {
-			x.byHash[keyHash(k)] = l
+		if at[i] < 0 {
+			x.spill[u.key(s)] = l
+			continue
 		}
+		// The tag is the key's, unchanged; only the position moves.
+		x.table.e[at[i]] = x.table.e[at[i]]&(0xff<<56) | uint64(l.unit)<<28 | uint64(l.slot)
 	}
 }
 

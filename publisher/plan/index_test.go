@@ -13,16 +13,23 @@ import (
 )
 
 // TestIndexModel runs random puts, deletes and refreshes against the index
-// and against plain maps, and compares every answer, with the real key hash
-// and with one under which every key collides (the side map's path).
+// and against plain maps, and compares every answer, with the real key hash,
+// with one under which every key collides, and with one that sends every
+// key to the table's last eight entries, so that probes and the shifts of
+// removals wrap around its end.
 func TestIndexModel(t *testing.T) {
-	for _, collide := range []bool{false, true} {
-		t.Run(fmt.Sprint("collide=", collide), func(t *testing.T) {
-			if collide {
-				old := keyHash
-				keyHash = func(string) uint64 { return 7 }
-				defer func() { keyHash = old }()
-			}
+	real := keyHash
+	for _, hash := range []struct {
+		name string
+		fn   func(string) uint64
+	}{
+		{"real", real},
+		{"collide", func(string) uint64 { return 7 }},
+		{"wrap", func(k string) uint64 { return real(k) | ^uint64(7) }},
+	} {
+		t.Run(hash.name, func(t *testing.T) {
+			keyHash = hash.fn
+			defer func() { keyHash = real }()
 			rng := rand.New(rand.NewPCG(1, 2))
 			x := NewIndex("c1")
 			owner := map[string]string{}             // key -> source
@@ -105,5 +112,27 @@ func TestIndexModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadKeyReadTwice: ranges that overlap (a cluster domain of "arpa" with
+// one prefix for both trees) deliver a key twice; it is one record.
+func TestLoadKeyReadTwice(t *testing.T) {
+	v := keys.Value{Host: "10.0.0.1", Cluster: "c1", Source: "service/a/s"}.Encode()
+	kvs := []KV{
+		{Key: "/skydns/arpa/x/k1", Value: v, ModRev: 3},
+		{Key: "/skydns/arpa/x/k2", Value: v, ModRev: 4},
+		{Key: "/skydns/arpa/x/k1", Value: v, ModRev: 3},
+	}
+	x, st := Load("c1", kvs)
+	if x.Len() != 2 || st.Owned != 2 {
+		t.Fatalf("Len %d, owned %d, want 2 and 2", x.Len(), st.Owned)
+	}
+	if got := x.Keys("service/a/s"); !slices.Equal(got, []string{"/skydns/arpa/x/k1", "/skydns/arpa/x/k2"}) {
+		t.Fatalf("keys %q", got)
+	}
+	x.Applied("service/a/s", []Op{{Kind: Delete, Key: "/skydns/arpa/x/k1"}}, 5)
+	if _, held := x.HeldBy("service/b/t")("/skydns/arpa/x/k1"); held || x.Len() != 1 {
+		t.Fatalf("k1 still held after its delete, or Len %d != 1", x.Len())
 	}
 }

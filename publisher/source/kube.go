@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +67,7 @@ func (k *Kube) WithProperties(d dynamic.Interface) *Kube {
 // object in.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 
-// lean is the informers' transform: the caches keep what the records are
+// Lean is the informers' transform: the caches keep what the records are
 // built from, not the whole objects. A Pod is cut to its name, phase and
 // addresses (keys/kube's Pod reads nothing else); an EndpointSlice's
 // endpoints lose their pod reference, node, zone and hints (keys/kube
@@ -77,7 +78,10 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // endpoint's pod reference is seven strings, more than its address. A
 // feature that reads more (topology from a zone) adds it here. Anything
 // else (a tombstone) is kept as it came.
-func lean(obj any) (any, error) {
+//
+// Lean is exported for bench/publisher, whose in-memory source holds its
+// objects as an informer's cache would.
+func Lean(obj any) (any, error) {
 	if o, ok := obj.(*corev1.Pod); ok {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
@@ -88,9 +92,20 @@ func lean(obj any) (any, error) {
 		}, nil
 	}
 	if o, ok := obj.(*discoveryv1.EndpointSlice); ok {
+		// A decoder appends endpoints one at a time, so the array keeps
+		// the spare room of append's growth for as long as the slice is
+		// cached: 170 endpoints of 96 bytes for 100, 6.5 KB a slice, 64 MiB
+		// at a million endpoints (bench/publisher/README.md).
+		if cap(o.Endpoints) > len(o.Endpoints) {
+			o.Endpoints = slices.Clone(o.Endpoints)
+		}
 		for i := range o.Endpoints {
 			e := &o.Endpoints[i]
 			e.TargetRef, e.NodeName, e.Zone, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil, nil
+			// Three allocations of one bool each per endpoint, which the
+			// controller always sets; nobody writes a cached object.
+			c := &e.Conditions
+			c.Ready, c.Serving, c.Terminating = sharedBool(c.Ready), sharedBool(c.Serving), sharedBool(c.Terminating)
 		}
 	}
 	if o, ok := obj.(metav1.Object); ok {
@@ -100,6 +115,19 @@ func lean(obj any) (any, error) {
 		}
 	}
 	return obj, nil
+}
+
+var yes, no = true, false
+
+// sharedBool points at one of two package-wide bools instead of its own.
+func sharedBool(p *bool) *bool {
+	switch {
+	case p == nil:
+		return nil
+	case *p:
+		return &yes
+	}
+	return &no
 }
 
 func (k *Kube) Start(ctx context.Context, notify Notify) error {
@@ -115,9 +143,9 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 			synced = append(synced, s...)
 		}
 		svcF := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
-			informers.WithNamespace(ns), informers.WithTransform(lean),
+			informers.WithNamespace(ns), informers.WithTransform(Lean),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = k.labelSelector }))
-		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns), informers.WithTransform(lean))
+		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns), informers.WithTransform(Lean))
 
 		svc := svcF.Core().V1().Services().Informer()
 		if _, err := svc.AddEventHandler(handler(notify, func(obj any) []string {

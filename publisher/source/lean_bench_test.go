@@ -96,7 +96,7 @@ func benchmarkCached(b *testing.B, n, per int, unit string, obj func(i int) any)
 	for _, c := range []struct {
 		name      string
 		transform cache.TransformFunc
-	}{{"whole", nil}, {"lean", lean}} {
+	}{{"whole", nil}, {"lean", Lean}} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
 				b.StopTimer()

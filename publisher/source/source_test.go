@@ -189,7 +189,7 @@ func TestLeanKeepsWhatRecordsAreBuiltFrom(t *testing.T) {
 		}
 		var cut []*discoveryv1.EndpointSlice
 		for _, sl := range slices() {
-			o, err := lean(sl)
+			o, err := Lean(sl)
 			if err != nil {
 				t.Fatal(err)
 			}
