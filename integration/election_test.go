@@ -5,10 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -83,18 +80,5 @@ func TestPublisherLeaseOutlivesAFrozenMember(t *testing.T) {
 // keepAlives is how many lease keep-alive messages member ep received.
 func keepAlives(t *testing.T, ep string) float64 {
 	t.Helper()
-	resp, err := http.Get(ep + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "grpc_server_msg_received_total{") && strings.Contains(line, `grpc_method="LeaseKeepAlive"`) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			return v
-		}
-	}
-	return 0
+	return faultMetric(t, ep, `grpc_server_msg_received_total{grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"}`)
 }
