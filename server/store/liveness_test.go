@@ -341,3 +341,61 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// An endpoint that is no member and whose watch shows nothing, not even
+// the cancel of a watch from a compacted revision (an etcd grpc-proxy that
+// lost it), is not left as a quiet proxy: the read that looks for the
+// cluster past the watch's start reads at that start, fails as the watch
+// should have, and the store relists.
+func TestSilentCompactionRelists(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct) // an address the member list does not name
+	silent, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{frz.l.Addr().String()}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				cs, err := streamer(ctx, desc, cc, method, opts...)
+				if err != nil || method != "/etcdserverpb.Watch/Watch" {
+					return cs, err
+				}
+				return withholding{cs}, nil
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	var log lockedBuffer
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
+	loads := 0
+	s.afterLoad = func() { loads++ }
+	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "silent", Client: silent}}, live)
+	runStore(t, s)
+
+	// Two revisions past the load, compacted to the second: the watch
+	// started at the first.
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.3"}`)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.2"}`)
+	resp, err := cli.Get(context.Background(), "/skydns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(context.Background(), resp.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Log(log.String())
+		}
+	}()
+	eventually(t, "the change after a relist", func() bool {
+		got := addrs(s.Snapshot(), "a.ns.svc.cluster.local")
+		return len(got) == 1 && got[0] == "10.0.0.2"
+	})
+	if got := value(s.restarts.WithLabelValues(ReasonCompacted)); got < 1 || loads < 2 {
+		t.Errorf("restarts{compacted} = %v, %d loads: want a relist\n%s", got, loads, log.String())
+	}
+}
