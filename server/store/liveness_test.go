@@ -241,6 +241,28 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 // withholding passes a watch stream's created responses and swallows the
 // rest: events and progress answers alike, what a client sees of a member
 // whose watch is stuck while its reads are served.
+// withholdingClient dials endpoint with watch streams that show nothing
+// but their creation: every event, progress report and cancel is dropped.
+func withholdingClient(t *testing.T, endpoint string) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
+			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				cs, err := streamer(ctx, desc, cc, method, opts...)
+				if err != nil || method != "/etcdserverpb.Watch/Watch" {
+					return cs, err
+				}
+				return withholding{cs}, nil
+			})},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 type withholding struct{ grpc.ClientStream }
 
 func (w withholding) RecvMsg(m any) error {
@@ -262,21 +284,7 @@ func (w withholding) RecvMsg(m any) error {
 func TestWithholdingMemberMovesToNextEndpoint(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	direct := cli.Endpoints()[0]
-	stuck, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{direct}, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
-			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-				cs, err := streamer(ctx, desc, cc, method, opts...)
-				if err != nil || method != "/etcdserverpb.Watch/Watch" {
-					return cs, err
-				}
-				return withholding{cs}, nil
-			})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stuck.Close() })
+	stuck := withholdingClient(t, direct)
 	a, b := "stuck", "current"
 	var log lockedBuffer
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
@@ -351,21 +359,7 @@ func TestSilentCompactionRelists(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
 	frz := startFreezer(t, direct) // an address the member list does not name
-	silent, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{frz.l.Addr().String()}, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
-			func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-				cs, err := streamer(ctx, desc, cc, method, opts...)
-				if err != nil || method != "/etcdserverpb.Watch/Watch" {
-					return cs, err
-				}
-				return withholding{cs}, nil
-			})},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { silent.Close() })
+	silent := withholdingClient(t, frz.l.Addr().String())
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
 	var log lockedBuffer
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
