@@ -82,8 +82,9 @@ func (o Ops) records(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "empty non-terminal: names below it hold records")
 	}
 	if n != nil {
-		for i := range n.Entries() {
-			e := &n.Entries()[i]
+		es := n.Entries()
+		for i := range es {
+			e := &es[i]
 			fmt.Fprintf(w, "key %s %s %s\n", z.Key(n.Name, e), typeLabel(e.Type()), e.Value().Encode())
 		}
 		for _, set := range n.Sets() {

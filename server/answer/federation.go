@@ -89,8 +89,9 @@ func (r *resolver) federated(name, owner string, qtype uint16) bool {
 		// A shard without a cluster IP of this family is reached through
 		// its own load balancer, still ahead of the other shards.
 		useExternal := len(own) == 0
-		for i := range node.Entries() {
-			e := &node.Entries()[i]
+		es := node.Entries()
+		for i := range es {
+			e := &es[i]
 			ip, ok := entryAddr(e, qtype)
 			switch {
 			case !ok:

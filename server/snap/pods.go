@@ -49,8 +49,9 @@ func (b *Batch) indexPod(name, suffix string) {
 	}
 	held := false
 	if n := b.z.Node(name); n != nil {
-		for i := range n.Entries() {
-			if e := &n.Entries()[i]; (e.typ == dns.TypeA || e.typ == dns.TypeAAAA) && e.Addr() == ip {
+		es := n.Entries()
+		for i := range es {
+			if e := &es[i]; (e.typ == dns.TypeA || e.typ == dns.TypeAAAA) && e.Addr() == ip {
 				held = true
 				break
 			}
