@@ -48,6 +48,7 @@ func (b *Batch) Reserve(n int) {
 	}
 	shards := shardsFor(n)
 	b.z.names = newLeaves(shards, n/shards+n/shards/8+1)
+	b.z.copies = 0
 	b.own()
 	// Grown by append, the list of a million new nodes was 40 MiB of
 	// garbage: each large growth copies it and adds only a quarter. The
@@ -84,6 +85,7 @@ func (b *Batch) shard(name string) (*table, uint64) {
 	if b.copied[l]&(1<<j) == 0 {
 		*t = (*t).clone()
 		b.copied[l] |= 1 << j
+		b.z.copies++
 	}
 	return *t, h
 }
@@ -200,6 +202,7 @@ func (b *Batch) split() {
 	old := b.z.names
 	shards := shardsFor(b.z.Records)
 	b.z.names = newLeaves(shards, b.z.Records/shards+1)
+	b.z.copies = 0
 	for _, l := range old {
 		for _, t := range l {
 			t.each(func(n *Node) {

@@ -733,6 +733,19 @@ func (s *Store) forget(key string) {
 // one snapshot.
 const maxCoalesced = 100_000
 
+// A zone's shard tables are packed (snap.Zone.Pack) once changes have
+// paused for packQuiet, if batches copied at least packScattered of them;
+// without a pause, once they copied packBusy times as many. A burst of
+// changes leaves the heap's live tables scattered, 27 MiB in use for
+// nothing at a million records until the next collection that could never
+// give it back; a steady trickle of changes scatters them slowly, and
+// packing costs the whole table, so it waits longer.
+const (
+	packQuiet     = time.Second
+	packScattered = 0.25
+	packBusy      = 2
+)
+
 // errWatchClosed reports a watch channel closed without an error.
 var errWatchClosed = errors.New("watch channel closed")
 
@@ -809,6 +822,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	defer tick.Stop()
 	began := time.Now()
 	last, asked, probed := began, time.Time{}, time.Time{}
+	// applied: when the last change was applied; zero once the tables
+	// have been considered for packing since.
+	var applied time.Time
 	// answered: a progress report came on this stream, so its member
 	// answers progress requests and its silence means it stopped. past:
 	// when a read first showed the endpoint past the watch's start, after
@@ -880,6 +896,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// liveness timeout for nothing.
 			if conn := ep.Client.ActiveConnection(); conn != nil && conn.GetState() == connectivity.TransientFailure {
 				return errUnreachable
+			}
+			if !applied.IsZero() && time.Since(applied) >= packQuiet {
+				applied = time.Time{}
+				if p, ok := cur.Pack(packScattered); ok {
+					cur = p
+					s.publish(cur)
+				}
 			}
 			if s.behind != 0 && !s.noProgress[ep.Name] {
 				// A new stream gets the whole MaxLag to catch up.
@@ -1032,10 +1055,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
 			continue
 		}
-		cur = next
+		// A stream of changes that never pauses still gets its tables
+		// packed, less often.
+		cur, _ = next.Pack(packBusy)
 		s.publish(cur)
 		// The time spent applying is ours, not the stream's silence.
 		last = time.Now()
+		applied = last
 	}
 }
 

@@ -351,3 +351,35 @@ func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
 		t.Fatalf("time given: failed page %v, its retry %v, the next page %v; want %v, more, %v", failed.time, again.time, pages[3].time, timeout, timeout)
 	}
 }
+
+// A change that copies a good share of a zone's tables has them packed
+// once the changes pause: the snapshot published then holds the same
+// records at the same revision.
+func TestTablesArePackedWhenChangesPause(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	s := startStore(t, cli, nil)
+	var ops []clientv3.Op
+	for i := range 100 {
+		ops = append(ops, clientv3.OpPut(fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.2.0.%d"}`, i)))
+	}
+	resp, err := cli.Txn(context.Background()).Then(ops...).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed *snap.Snapshot
+	eventually(t, "the change", func() bool {
+		changed = s.Snapshot()
+		return changed.Rev >= resp.Header.Revision
+	})
+	if got := changed.Zone("cluster.local").Scattered(); got < packScattered || got >= packBusy {
+		t.Fatalf("the change left the tables %.2f scattered; the test needs them between %v and %v", got, packScattered, packBusy)
+	}
+	eventually(t, "the pause's packing", func() bool { return s.Snapshot() != changed })
+	sn := s.Snapshot()
+	if z := sn.Zone("cluster.local"); z.Scattered() != 0 || z.Records != 100 || sn.Rev != changed.Rev {
+		t.Fatalf("after the pause: %.2f scattered, %d records at %d; want packed, 100 at %d", z.Scattered(), z.Records, sn.Rev, changed.Rev)
+	}
+	if got := addrs(sn, "s42.ns.svc.cluster.local"); len(got) != 1 || got[0] != "10.2.0.42" {
+		t.Fatalf("s42 after packing: %v", got)
+	}
+}

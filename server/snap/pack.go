@@ -1,0 +1,49 @@
+package snap
+
+// Packing undoes what copy-on-write does to the heap. A batch copies each
+// shard table it writes to, so a burst of changes leaves the live tables
+// scattered over spans that mostly hold copies already thrown away; the Go
+// heap does not move objects, so those spans stay in use. Packing copies
+// every table of a zone into a few large allocations and lets all the
+// scattered ones go. It is O(tables), a few milliseconds at a million
+// names, so it is worth it only once batches have copied a good share of
+// them.
+
+// Scattered is how many times over batches have copied the zone's shard
+// tables since they were last packed: 0 right after a load, 1 when there
+// were as many copies as tables.
+func (z *Zone) Scattered() float64 {
+	return float64(z.copies) / float64(len(z.names)*leafSize)
+}
+
+// Pack returns a zone that holds the same nodes as z, its tables packed.
+// z is not touched: a query may be reading it.
+func (z *Zone) Pack() *Zone {
+	p := *z
+	p.names = make([]*leaf, len(z.names))
+	for i, l := range z.names {
+		p.names[i] = packLeaf(l)
+	}
+	p.copies = 0
+	return &p
+}
+
+// Pack returns s with every zone that is at least min Scattered packed,
+// and whether there was one. The zones, their nodes and s's revision stay
+// the same, so an answer built from s stands in the result.
+func (s *Snapshot) Pack(min float64) (*Snapshot, bool) {
+	var p *Snapshot
+	for i, z := range s.Zones {
+		if z.copies == 0 || z.Scattered() < min {
+			continue
+		}
+		if p == nil {
+			p = &Snapshot{Rev: s.Rev, Zones: append([]*Zone(nil), s.Zones...)}
+		}
+		p.Zones[i] = z.Pack()
+	}
+	if p == nil {
+		return s, false
+	}
+	return p, true
+}
