@@ -30,7 +30,7 @@
 #   PROFILE=dir         save dnsd's CPU profile of its first PROFILE_SECONDS
 #                       (default 60; set it above the cold start to cover it
 #                       all) s, its heap after load, a 5 s CPU profile of
-#                       burst 1 and the binary, and print the top of each
+#                       burst 1, its heap after the bursts and the binary, and print the top of each
 #                       (go tool pprof -top); dnsd serves /debug/pprof on its
 #                       --dnsd.metrics-listen address
 set -euo pipefail
@@ -40,7 +40,7 @@ status=0
 go test -tags bench -run '^TestScale$' -count=1 -v -timeout 120m ./bench/scale/ |
   grep -v -E '^(=== RUN|--- PASS|PASS$|ok )' || status=$?
 if [[ -n "${PROFILE:-}" ]]; then
-  for p in cpu-coldstart heap-after-load cpu-burst; do
+  for p in cpu-coldstart heap-after-load cpu-burst heap-after-bursts; do
     f="$PROFILE/$p.pprof"
     [[ -s "$f" ]] || continue
     echo

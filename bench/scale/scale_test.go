@@ -289,6 +289,11 @@ func TestScale(t *testing.T) {
 	// Knot's RSS below is read after the same idle time.
 	time.Sleep(idle)
 	finalIdle := harness.ProcMemory(pid)
+	if profDir != "" {
+		if err := fetch(ops+"/debug/pprof/heap?gc=1", filepath.Join(profDir, "heap-after-bursts.pprof")); err != nil {
+			t.Errorf("heap profile: %v", err)
+		}
+	}
 	tab.add(fmt.Sprintf("RSS after the bursts and %s idle; Go heap in use; heap releases since the start", idle),
 		fmt.Sprintf("%s; %s; %.0f", rss(finalIdle), mib(int64(harness.Metric(ops, "go_memstats_heap_inuse_bytes"))), harness.Metric(ops, "etcdns_dnsd_heap_releases_total")), "context", "")
 
