@@ -25,6 +25,8 @@
 #   FLOOR_PAGES=1000,10000,0  page sizes of the timed plain etcd read of all
 #                       keys before dnsd starts (0: one range; none: skip)
 #   KNOT=1              0: do not load the same records into Knot for its RSS
+#   START_JITTER_MS=0   dnsd's --dnsd.start-jitter: its default (1s) waits up to
+#                       that long, at random, before the first read
 #   DNSD_ENV="K=V ..."  dnsd's environment besides the bench's (GOGC=100, GOMEMLIMIT=300MiB)
 #   OUT=file            also write the table there as Markdown
 #   PROFILE=dir         save dnsd's CPU profile of its first PROFILE_SECONDS

@@ -12,9 +12,9 @@ import (
 // end is counted only to its stop. A frontend has no names to stop at
 // before it has read the keys, so it extrapolates: a key's bytes after the
 // zone's prefix are a number, and each stop lies as far past the last key
-// read as the last full page spread over. A stop that came too soon (a
-// page less than half full) stretches that stride by what the page
-// lacked. The pages cover the range exactly whatever the estimate, which
+// read as the last full page's keys spread over. A stop that came too
+// soon (a page less than half full) stretches that stride by what the
+// page lacked, and an empty page by gapStretch. The pages cover the range exactly whatever the estimate, which
 // only changes where they are cut (TestStopsCoverTheRange).
 type stops struct {
 	prefix, end string
@@ -33,17 +33,32 @@ const keyDigits = 64
 // dense one.
 const maxStretch = 64
 
+// gapStretch is how much a read that found no key stretches the stride.
+// An empty read costs etcd a request and no counting, so a wide gap is
+// crossed in a few of them; a stride that overshoots it into dense keys
+// costs etcd a count of every key it spans.
+const gapStretch = 4
+
 func newStops(prefix, end string, page int64) *stops {
 	return &stops{prefix: prefix, end: end, page: int(page), stop: end}
 }
 
 // next returns where the read after one from start that got n keys, the
-// last last, starts and stops, and false when the range is read. more is
-// etcd's: keys were left before the read's stop.
-func (s *stops) next(start, last string, n int, more bool) (string, string, bool) {
+// middle one mid and the last last, starts and stops, and false when the
+// range is read. more is etcd's: keys were left before the read's stop.
+func (s *stops) next(start, mid, last string, n int, more bool) (string, string, bool) {
 	if more {
-		// A full page: the next should span as much key space as it did.
-		if span := new(big.Int).Sub(s.num(last), s.num(start)); span.Sign() > 0 {
+		// A full page: the next should span as much key space as its keys
+		// did, measured over its second half, twice. Not from its start:
+		// the first read starts at the zone's prefix, and the first keys
+		// may be a few far from the rest (a zone's dns-version key below
+		// its svc/ tree); a stride measured from them sent the second
+		// read's stop near the zone's end.
+		span := new(big.Int).Sub(s.num(last), s.num(start))
+		if n >= 4 {
+			span.Sub(s.num(last), s.num(mid)).Lsh(span, 1)
+		}
+		if span.Sign() > 0 {
 			s.stride = span
 		} else if s.stride != nil {
 			s.stride.Rsh(s.stride, 1)
@@ -53,9 +68,15 @@ func (s *stops) next(start, last string, n int, more bool) (string, string, bool
 	if s.stop == s.end {
 		return "", "", false
 	}
-	if n < s.page/2 || n == 0 {
+	switch {
+	case n == 0:
+		// A gap in the key space, of no known width: widen step by step.
+		// One stretch to cross it sent a million-key load's next stops
+		// past half a million keys, each counted for nothing.
+		s.stride.Mul(s.stride, big.NewInt(gapStretch))
+	case n < s.page/2:
 		// Too near: stretch the stride by what the page lacked.
-		s.stride.Mul(s.stride, big.NewInt(int64(max(2, min(s.page/max(n, 1), maxStretch)))))
+		s.stride.Mul(s.stride, big.NewInt(int64(max(2, min(s.page/n, maxStretch)))))
 	}
 	return s.after(s.stop)
 }

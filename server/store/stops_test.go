@@ -63,11 +63,11 @@ func TestStopsCoverTheRange(t *testing.T) {
 				j, _ := slices.BinarySearch(keys, stop)
 				n := min(j-i, page)
 				got = append(got, keys[i:i+n]...)
-				last := ""
+				mid, last := "", ""
 				if n > 0 {
-					last = keys[i+n-1]
+					mid, last = keys[i+n/2], keys[i+n-1]
 				}
-				start, stop, ok = st.next(start, last, n, j-i > n)
+				start, stop, ok = st.next(start, mid, last, n, j-i > n)
 			}
 			if !slices.Equal(got, keys) {
 				t.Fatalf("%s, page %d: read %d keys, want the %d of the range, once each", name, page, len(got), len(keys))
@@ -132,7 +132,10 @@ func TestLoadPagesStopShort(t *testing.T) {
 	if counted > 10*n {
 		t.Errorf("etcd counted %d keys for a load of %d in %d reads, want at most %d", counted, n, reads, 10*n)
 	}
-	if reads > 4*pages {
-		t.Errorf("%d reads for %d pages of keys, want at most %d", reads, pages, 4*pages)
+	// Gaps between namespaces are crossed by reads that find nothing,
+	// cheap beside counting keys: at a million keys, 85 reads counting
+	// 3.2M keys took etcd 1.9 s of CPU where 49 counting 5.6M took 2.3.
+	if reads > 6*pages {
+		t.Errorf("%d reads for %d pages of keys, want at most %d", reads, pages, 6*pages)
 	}
 }

@@ -655,12 +655,12 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 		case <-ctx.Done():
 			return
 		}
-		var last string
+		var mid, last string
 		if n := len(resp.Kvs); n > 0 {
-			last = string(resp.Kvs[n-1].Key)
+			mid, last = string(resp.Kvs[n/2].Key), string(resp.Kvs[n-1].Key)
 		}
 		var more bool
-		if key, stop, more = cut.next(key, last, len(resp.Kvs), resp.More && len(resp.Kvs) > 0); !more {
+		if key, stop, more = cut.next(key, mid, last, len(resp.Kvs), resp.More && len(resp.Kvs) > 0); !more {
 			return
 		}
 	}
