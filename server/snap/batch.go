@@ -101,8 +101,8 @@ func (b *Batch) mutable(name string) *Node {
 	c := &Node{Name: name, batch: b.id, line: b.z.line}
 	if n != nil {
 		c.one, c.kids = n.one, n.kids
-		if n.more != nil {
-			c.setEntries(slices.Clone(*n.more))
+		if sd := n.side.Load(); sd != nil && sd.more != nil {
+			c.setEntries(slices.Clone(sd.more))
 		}
 	}
 	t.set(c, h)
@@ -178,8 +178,8 @@ func byID(e Entry, id string) int { return e.compareID(id) }
 func (b *Batch) Done(serial uint32) *Zone {
 	suffix := ".pod." + b.z.Name
 	for _, n := range b.touched {
-		if es := n.Entries(); n.more != nil && cap(es) > len(es)+len(es)/4 {
-			*n.more = slices.Clip(slices.Clone(es)) // what appends left spare stays with the snapshot
+		if sd := n.side.Load(); sd != nil && cap(sd.more) > len(sd.more)+len(sd.more)/4 {
+			sd.more = slices.Clip(slices.Clone(sd.more)) // what appends left spare stays with the snapshot
 		}
 		if !b.z.Reverse {
 			b.indexPod(n.Name, suffix)
@@ -231,7 +231,7 @@ func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []R
 		}
 		for i := range entries {
 			e := &entries[i]
-			if cluster != "" && (e.origin.Cluster == cluster) != local {
+			if cluster != "" && (e.Origin().Cluster == cluster) != local {
 				continue
 			}
 			rr := newRR(fqdn, e, defTTL)

@@ -251,46 +251,63 @@ func (z *Zone) Names(f func(*Node)) {
 // mostly names nobody asks for, and building their records would double
 // the memory and the cold start. The answer cache keeps what is built
 // once asked.
+//
+// A node is 80 bytes, a size class of the Go heap, and most of a large
+// zone's memory: what only some names need sits behind side.
 type Node struct {
 	Name string // canonical, no trailing dot
 	// The valid values held at the name, by id. Most names hold one: it
 	// sits in the node (one), with no slice header and no array of its
-	// own; more is set only for two or more, and then one is empty.
+	// own; side's more holds two or more, and then one is empty.
 	one   [1]Entry
-	more  *[]Entry
 	kids  int32  // names one label below that exist
 	batch uint32 // the batch that made this copy; it may change it in place
 	line  *lineage
-	sets  atomic.Pointer[[]RRSet]
+	side  atomic.Pointer[side]
+}
+
+// side is what a node holds beyond one entry. A batch changes it in place
+// only in a node of its own, before queries can see it; once they can, it
+// is replaced whole, when records are built.
+type side struct {
+	more []Entry
+	sets *[]RRSet // the records built from the entries; nil: not yet
 }
 
 // Entries returns the valid values held at the name, by id. They are the
 // node's own: a caller must not change them.
 func (n *Node) Entries() []Entry {
-	switch {
-	case n == nil:
+	if n == nil {
 		return nil
-	case n.more != nil:
-		return *n.more
-	case n.one[0].typ != 0:
+	}
+	if sd := n.side.Load(); sd != nil && sd.more != nil {
+		return sd.more
+	}
+	if n.one[0].typ != 0 {
 		return n.one[:]
 	}
 	return nil
 }
 
 // setEntries makes es the node's entries; es may be n.Entries(), changed.
+// The node is the batch's own: no query has seen it.
 func (n *Node) setEntries(es []Entry) {
 	switch len(es) {
-	case 0:
-		n.one[0], n.more = Entry{}, nil
-	case 1:
-		n.one[0], n.more = es[0], nil
+	case 0, 1:
+		n.one[0] = Entry{}
+		if len(es) == 1 {
+			n.one[0] = es[0]
+		}
+		if n.side.Load() != nil {
+			n.side.Store(nil)
+		}
 	default:
 		n.one[0] = Entry{}
-		if n.more == nil {
-			n.more = new([]Entry)
+		if sd := n.side.Load(); sd != nil {
+			sd.more = es
+		} else {
+			n.side.Store(&side{more: es})
 		}
-		*n.more = es
 	}
 }
 
@@ -299,8 +316,9 @@ func (n *Node) Sets() []RRSet {
 	if n == nil {
 		return nil
 	}
-	if p := n.sets.Load(); p != nil {
-		return *p
+	sd := n.side.Load()
+	if sd != nil && sd.sets != nil {
+		return *sd.sets
 	}
 	es := n.Entries()
 	if len(es) == 0 {
@@ -309,8 +327,14 @@ func (n *Node) Sets() []RRSet {
 	sets := buildSets(n.Name, es, n.line.ttl, n.line.cluster)
 	// Concurrent first queries may both build; all then serve the first
 	// one stored, so every answer shares one set of records.
-	n.sets.CompareAndSwap(nil, &sets)
-	return *n.sets.Load()
+	built := &side{sets: &sets}
+	if sd != nil {
+		built.more = sd.more
+	}
+	if !n.side.CompareAndSwap(sd, built) {
+		return *n.side.Load().sets
+	}
+	return sets
 }
 
 // Version tells one content of a name from every other: two nodes of a
@@ -336,7 +360,7 @@ func (n *Node) Version() Version {
 // engine synthesizes rather than reads.
 func NewNode(name string, sets ...RRSet) *Node {
 	n := &Node{Name: name}
-	n.sets.Store(&sets)
+	n.side.Store(&side{sets: &sets})
 	return n
 }
 
@@ -362,29 +386,30 @@ func (n *Node) Set(t uint16) []dns.RR {
 // pointer of its own: what only other types or hand-written keys need
 // lives beside it, in extra.
 type Entry struct {
-	addr   [16]byte // A: the first 4 bytes; AAAA: all 16
-	id     keys.PackedID
-	typ    uint16
-	ttl    uint32  // 0: the zone's
-	origin *Origin // shared by every record of one object; never nil
-	x      *extra  // nil: an address record with a packed id
+	addr [16]byte // A: the first 4 bytes; AAAA: all 16
+	id   keys.PackedID
+	typ  uint16
+	ttl  uint32 // 0: the zone's
+	// x is the entry's own extra, or, for an address record with a
+	// packed id, the plain one its Origin holds: so the entry needs no
+	// second pointer for its origin. nil only in the zero Entry.
+	x *extra
 }
 
-// extra is the part of an entry most records do without.
+// extra is the part of an entry most records do without, and its origin.
 type extra struct {
-	id       string // the key's last segment, when it is no packed id
-	rawID    bool   // id holds it: "" in a reverse zone, whose key is the name itself
-	data     string // the canonical target of a CNAME, PTR or SRV, or the text of a TXT
-	port     int32  // SRV; -1 is CoreDNS's "no port": the record is not served
+	origin   *Origin // shared by every record of one object; never nil
+	id       string  // the key's last segment, when it is no packed id
+	rawID    bool    // id holds it: "" in a reverse zone, whose key is the name itself
+	data     string  // the canonical target of a CNAME, PTR or SRV, or the text of a TXT
+	port     int32   // SRV; -1 is CoreDNS's "no port": the record is not served
 	priority uint16
 	weight   uint16
 }
 
-var noExtra extra
-
 func (e *Entry) extra() *extra {
 	if e.x == nil {
-		return &noExtra
+		return &noOrigin.plain
 	}
 	return e.x
 }
@@ -438,21 +463,29 @@ func (e *Entry) Priority() uint16 { return e.extra().priority }
 func (e *Entry) Weight() uint16   { return e.extra().weight }
 
 // Origin says who wrote the record.
-func (e *Entry) Origin() *Origin { return e.origin }
+func (e *Entry) Origin() *Origin { return e.extra().origin }
 
 // Origin says who wrote a record: the cluster and the Kubernetes object.
 type Origin struct {
 	Cluster string
 	Source  string
+	plain   extra // the extra of its address records with packed ids
 }
 
-var noOrigin = &Origin{}
+// newOrigin returns an Origin whose plain extra points back to it.
+func newOrigin(cluster, source string) *Origin {
+	o := &Origin{Cluster: cluster, Source: source}
+	o.plain.origin = o
+	return o
+}
+
+var noOrigin = newOrigin("", "")
 
 // Value returns the value an entry was read from, less what dnsd drops
 // (group, targetstrip), for debugging.
 func (e *Entry) Value() keys.Value {
 	v := keys.Value{TTL: e.ttl, Port: int(e.Port()), Priority: int(e.Priority()), Weight: int(e.Weight()),
-		Cluster: e.origin.Cluster, Source: e.origin.Source}
+		Cluster: e.Origin().Cluster, Source: e.Origin().Source}
 	switch e.typ {
 	case dns.TypeA, dns.TypeAAAA:
 		v.Host = e.Addr().String()
@@ -546,26 +579,30 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 			x.data = strings.Clone(v.Target())
 		}
 	}
-	e.origin = z.line.origin(v.Cluster, v.Source)
+	if o := z.line.origin(v.Cluster, v.Source); e.x == &noOrigin.plain {
+		e.x = &o.plain
+	} else {
+		e.x.origin = o
+	}
 	return owner, e, nil
 }
 
 // newEntry returns an entry of id with no value yet.
 func newEntry(id string) Entry {
-	e := Entry{origin: noOrigin}
+	e := Entry{x: &noOrigin.plain}
 	if p, ok := keys.PackID(id); ok {
 		e.id = p
 	} else {
 		// The id is a few bytes of a key that is garbage once parsed.
-		e.x = &extra{id: strings.Clone(id), rawID: true}
+		e.x = &extra{origin: noOrigin, id: strings.Clone(id), rawID: true}
 	}
 	return e
 }
 
-// own returns e's extra, making it.
+// own returns e's own extra, making it from the shared one.
 func (e *Entry) own() *extra {
-	if e.x == nil {
-		e.x = new(extra)
+	if x := e.extra(); x == &x.origin.plain {
+		e.x = &extra{origin: x.origin}
 	}
 	return e.x
 }
@@ -589,7 +626,7 @@ func (l *lineage) origin(cluster, source string) *Origin {
 	if len(l.origins) >= maxOrigins {
 		clear(l.origins)
 	}
-	o := &Origin{Cluster: strings.Clone(cluster), Source: strings.Clone(source)}
+	o := newOrigin(strings.Clone(cluster), strings.Clone(source))
 	l.origins[[2]string{o.Cluster, o.Source}] = o
 	return o
 }
