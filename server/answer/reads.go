@@ -14,6 +14,9 @@ import "github.com/etcdns/etcdns/server/snap"
 // node, keeps no old records alive in a cache.
 type Reads struct {
 	nodes []nodeRead
+	// first holds the first read: most answers read one node, and a
+	// cached answer's Reads is then no allocation of its own.
+	first [1]nodeRead
 	soa   struct {
 		zone   string
 		serial uint32
@@ -34,6 +37,9 @@ type nodeRead struct {
 func (rd *Reads) node(z *snap.Zone, name string) *snap.Node {
 	n := z.Node(name)
 	if rd != nil {
+		if rd.nodes == nil {
+			rd.nodes = rd.first[:0]
+		}
 		rd.nodes = append(rd.nodes, nodeRead{z.Name, name, n.Version()})
 	}
 	return n
