@@ -325,3 +325,24 @@ func TestCacheKeepsNoSnapshot(t *testing.T) {
 	}
 	t.Fatal("the first snapshot is still reachable once the cache has moved on")
 }
+
+// A snapshot the store replaces with one of the same revision (its tables
+// packed once changes pause) keeps the view on the new one: a query still
+// on the old one uses the view as it is, so the view neither churns nor
+// holds the old snapshot's memory.
+func TestCacheStaysOnTheSnapshotThatReplacedOne(t *testing.T) {
+	old := addresses(t, "a.default.svc.cluster.local")
+	srv, _, cur := movingServer(old)
+	_, g0 := srv.cacheFor(old)
+	packed := &snap.Snapshot{Rev: old.Rev, Zones: old.Zones}
+	cur.Store(packed)
+	_, g1 := srv.cacheFor(packed)
+	_, g2 := srv.cacheFor(old) // a query that read the snapshot before the swap
+	_, g3 := srv.cacheFor(packed)
+	if g1 != g0+1 || g2 != g1 || g3 != g1 {
+		t.Fatalf("views %d, %d, %d, %d; want the replacement's view kept for both: %d, %d, %d, %d", g0, g1, g2, g3, g0, g0+1, g0+1, g0+1)
+	}
+	if v := srv.cache.Load(); v.snap != packed {
+		t.Fatal("the view holds the replaced snapshot")
+	}
+}

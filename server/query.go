@@ -95,16 +95,14 @@ type cacheShard struct {
 // A cache full of small entries is tens of MiB, and each of an entry's
 // objects sits among the garbage of the queries that missed, which the
 // collector frees around it but cannot move. So an entry is few objects:
-// an answer that does not rotate has its order, and the slice header of
-// its first response, in the entry, and so are the answer's reads (with
-// room for the one node most answers read): three allocations fewer a
-// miss.
+// an answer that does not rotate has its order in the entry, and so are
+// the answer's reads (with room for the one node most answers read): two
+// allocations fewer a miss.
 type cached struct {
 	// orders holds one packed response, or rotations of them for an
 	// answer that rotates, filled as queries ask for each.
 	orders  []atomic.Pointer[[]byte]
 	one     [1]atomic.Pointer[[]byte] // orders of an answer that does not rotate
-	wire    []byte                    // the first response stored, which an order points to; never changed
 	counter *queryCell                // the counts of this answer (metrics.go)
 
 	searched []prometheus.Counter // the autopath counters of the search that made it
@@ -219,13 +217,7 @@ func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, gen
 		order = 0
 	}
 	if size := int64(len(wire)); e.orders[order].Load() == nil && c.room(sh, size, e) {
-		p := &wire
-		if e.wire == nil {
-			// No query reads e.wire before this order is stored.
-			e.wire = wire
-			p = &e.wire
-		}
-		e.orders[order].Store(p)
+		e.orders[order].Store(&wire)
 		e.size += size
 		c.bytes.Add(size)
 	}
@@ -325,8 +317,16 @@ func (s *Server) cacheFor(sn *snap.Snapshot) (*respCache, uint64) {
 		return v.cache, v.gen
 	}
 	for {
-		if v != nil && sn.Rev < v.snap.Rev {
+		switch {
+		case v == nil:
+		case sn.Rev < v.snap.Rev:
 			return nil, 0
+		case sn.Rev == v.snap.Rev && sn != s.snapshot():
+			// The same records, in a snapshot the store has since
+			// replaced (packed, or relisted at the same revision): the
+			// view stays with the current one, so that the old
+			// snapshot's memory goes.
+			return v.cache, v.gen
 		}
 		nv := &cacheView{snap: sn, gen: 1}
 		if v != nil && v.snap.SameStubs(sn) {

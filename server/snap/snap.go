@@ -294,10 +294,11 @@ func (n *Node) Entries() []Entry {
 func (n *Node) setEntries(es []Entry) {
 	switch len(es) {
 	case 0, 1:
-		n.one[0] = Entry{}
+		var one Entry
 		if len(es) == 1 {
-			n.one[0] = es[0]
+			one = es[0] // es may be n.one[:]
 		}
+		n.one[0] = one
 		if n.side.Load() != nil {
 			n.side.Store(nil)
 		}
