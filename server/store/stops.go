@@ -21,6 +21,11 @@ type stops struct {
 	page        int
 	stride      *big.Int // nil: read to the end
 	stop        string   // of the read in progress
+	// left is about how many keys are still to be read, known once a
+	// read has gone to the end (etcd's count is then every key from its
+	// start on); -1 before. It only chooses where reads stop: the load
+	// ends on etcd's word that a read to the end had no more.
+	left int64
 }
 
 // keyDigits is how many bytes of a key, after the prefix, its number
@@ -40,13 +45,32 @@ const maxStretch = 64
 const gapStretch = 4
 
 func newStops(prefix, end string, page int64) *stops {
-	return &stops{prefix: prefix, end: end, page: int(page), stop: end}
+	return &stops{prefix: prefix, end: end, page: int(page), stop: end, left: -1}
 }
 
 // next returns where the read after one from start that got n keys, the
 // middle one mid and the last last, starts and stops, and false when the
-// range is read. more is etcd's: keys were left before the read's stop.
-func (s *stops) next(start, mid, last string, n int, more bool) (string, string, bool) {
+// range is read. more and count are etcd's: keys were left before the
+// read's stop, and how many keys lay from start to the stop.
+func (s *stops) next(start, mid, last string, n int, more bool, count int64) (string, string, bool) {
+	if s.stop == s.end {
+		s.left = count
+	}
+	if s.left >= 0 {
+		s.left -= int64(n)
+	}
+	next, stop, ok := s.step(start, mid, last, n, more)
+	if ok && s.left >= 0 && s.left <= int64(s.page) {
+		// At most a page left: one read to the end counts no more than
+		// it returns, where stops would cross the gaps after the last
+		// key one empty read at a time (the end of a million-key zone
+		// took 36).
+		stop, s.stop = s.end, s.end
+	}
+	return next, stop, ok
+}
+
+func (s *stops) step(start, mid, last string, n int, more bool) (string, string, bool) {
 	if more {
 		// A full page: the next should span as much key space as its keys
 		// did, measured over its second half, twice. Not from its start:

@@ -660,7 +660,7 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 			mid, last = string(resp.Kvs[n/2].Key), string(resp.Kvs[n-1].Key)
 		}
 		var more bool
-		if key, stop, more = cut.next(key, mid, last, len(resp.Kvs), resp.More && len(resp.Kvs) > 0); !more {
+		if key, stop, more = cut.next(key, mid, last, len(resp.Kvs), resp.More && len(resp.Kvs) > 0, resp.Count); !more {
 			return
 		}
 	}
