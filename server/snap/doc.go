@@ -18,6 +18,11 @@
 // zone are never asked for, and building them all up front made half of
 // the memory and of the cold start (BenchmarkLoad measures both).
 //
+// A batch copies each shard table it writes to, and the copies scatter
+// the live tables over heap spans that otherwise hold thrown-away copies.
+// Zone.Pack copies a zone's tables back into one allocation a leaf; the
+// store calls it once changes pause (pack.go).
+//
 // A snapshot is never modified once published, but for the records a node
 // builds, which it sets atomically, so any number of queries may read it
 // without locks while the store builds the next one. The package is pure:
