@@ -15,13 +15,7 @@ import (
 // datagram in to the response out, on the warm cache where one applies:
 // the per-query cost dnsperf sees, without the sockets.
 func BenchmarkHandle(b *testing.B) {
-	kvs := []snap.KV{}
-	for i := range 1000 {
-		kvs = append(kvs, snap.KV{
-			Key:   fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/x", i%20, i),
-			Value: []byte(fmt.Sprintf(`{"host":"10.96.%d.%d"}`, i/250, i%250+1)),
-		})
-	}
+	kvs := serviceKVs()
 	for i := range 250 {
 		kvs = append(kvs, snap.KV{
 			Key:   fmt.Sprintf("/skydns/local/cluster/svc/ns0/big/e%d", i),
@@ -68,14 +62,7 @@ func BenchmarkHandle(b *testing.B) {
 // cycle through 1,000 names, so each is answered from the snapshot and
 // stored, evicting another.
 func BenchmarkHandleMiss(b *testing.B) {
-	kvs := []snap.KV{}
-	for i := range 1000 {
-		kvs = append(kvs, snap.KV{
-			Key:   fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/x", i%20, i),
-			Value: []byte(fmt.Sprintf(`{"host":"10.96.%d.%d"}`, i/250, i%250+1)),
-		})
-	}
-	sn, errs := snap.Build(zones, 9, kvs)
+	sn, errs := snap.Build(zones, 9, serviceKVs())
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
@@ -99,6 +86,18 @@ func BenchmarkHandleMiss(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// serviceKVs is 1,000 ClusterIP services in 20 namespaces, svc<i>.ns<i%20>.
+func serviceKVs() []snap.KV {
+	kvs := make([]snap.KV, 0, 1000)
+	for i := range 1000 {
+		kvs = append(kvs, snap.KV{
+			Key:   fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/x", i%20, i),
+			Value: []byte(fmt.Sprintf(`{"host":"10.96.%d.%d"}`, i/250, i%250+1)),
+		})
+	}
+	return kvs
 }
 
 // BenchmarkMalformed measures what junk costs dnsd: each message of
