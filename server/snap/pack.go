@@ -28,6 +28,47 @@ func (z *Zone) Pack() *Zone {
 	return &p
 }
 
+// packLeaf returns a leaf of copies of l's tables, packed.
+func packLeaf(l *leaf) *leaf {
+	p := packedLeaf(func(j int) int {
+		if l[j] == nil {
+			return 0
+		}
+		return len(l[j].slots)
+	})
+	for j, t := range l {
+		if t != nil {
+			copy(p[j].slots, t.slots)
+			copy(p[j].tags, t.tags)
+			p[j].used = t.used
+		}
+	}
+	return p
+}
+
+// packedLeaf returns a leaf of empty tables of size(j) slots, whose slots,
+// tags and headers sit in one allocation each; a size of 0 leaves that
+// shard without a table.
+func packedLeaf(size func(j int) int) *leaf {
+	total := 0
+	for j := range leafSize {
+		total += size(j)
+	}
+	slots, tags := make([]*Node, total), make([]uint8, total)
+	headers := make([]table, leafSize)
+	var l leaf
+	for j := range l {
+		k := size(j)
+		if k == 0 {
+			continue
+		}
+		l[j] = &headers[j]
+		l[j].slots, l[j].tags = slots[:k:k], tags[:k:k]
+		slots, tags = slots[k:], tags[k:]
+	}
+	return &l
+}
+
 // Pack returns s with every zone that is at least min Scattered packed,
 // and whether there was one. The zones, their nodes and s's revision stay
 // the same, so an answer built from s stands in the result.

@@ -138,48 +138,14 @@ func (z *Zone) shardOf(h uint64) int {
 type leaf [leafSize]*table
 
 // newLeaves returns the leaves of shards empty shards, each sized for per
-// names, packed (packLeaf).
+// names, packed (pack.go).
 func newLeaves(shards, per int) []*leaf {
 	dir := make([]*leaf, shards/leafSize)
+	size := tableSize(per)
 	for i := range dir {
-		var l leaf
-		for j := range l {
-			l[j] = newTable(per)
-		}
-		dir[i] = packLeaf(&l)
+		dir[i] = packedLeaf(func(int) int { return size })
 	}
 	return dir
-}
-
-// packLeaf returns a leaf of copies of l's tables whose slots, tags and
-// headers sit in one allocation each. A batch copies the tables it writes
-// to, and the copies land wherever the allocator has room, among other
-// copies that the next batches throw away: after a burst at a million
-// records, 27 MiB of heap held no live table, only pinned by live ones
-// beside it. Packing moves every table of the leaf out of those spans.
-func packLeaf(l *leaf) *leaf {
-	size := 0
-	for _, t := range l {
-		if t != nil {
-			size += len(t.slots)
-		}
-	}
-	slots, tags := make([]*Node, size), make([]uint8, size)
-	headers := make([]table, leafSize)
-	var p leaf
-	for j, t := range l {
-		if t == nil {
-			continue
-		}
-		k := len(t.slots)
-		h := &headers[j]
-		h.slots, h.tags, h.used = slots[:k:k], tags[:k:k], t.used
-		copy(h.slots, t.slots)
-		copy(h.tags, t.tags)
-		slots, tags = slots[k:], tags[k:]
-		p[j] = h
-	}
-	return &p
 }
 
 // Zone is one zone's names. Nodes exist for every name that holds records

@@ -48,11 +48,17 @@ func (t *table) get(name string, h uint64) *Node {
 
 // newTable returns an empty table for about n names.
 func newTable(n int) *table {
+	size := tableSize(n)
+	return &table{slots: make([]*Node, size), tags: make([]uint8, size)}
+}
+
+// tableSize is the slots of a table for about n names.
+func tableSize(n int) int {
 	size := 8
 	for size*3 < n*4 {
 		size *= 2
 	}
-	return &table{slots: make([]*Node, size), tags: make([]uint8, size)}
+	return size
 }
 
 func (t *table) clone() *table {
