@@ -30,8 +30,8 @@ const (
 	// would otherwise grow the cache until the next snapshot. Once full,
 	// each new entry evicts one. At the limits a cache holds about 34 MiB
 	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it: 543
-	// bytes an entry, 390 accounted), or 32 MiB of large answers. Under a small memory limit both shrink
-	// (cacheBounds).
+	// bytes an entry, 390 accounted), or 32 MiB of large answers. Under
+	// a small memory limit both shrink (cacheBounds).
 	cacheLimit  = 1 << 16
 	cacheBytes  = 32 << 20
 	cacheShards = 64

@@ -736,10 +736,10 @@ const maxCoalesced = 100_000
 // A zone's shard tables are packed (snap.Zone.Pack) once changes have
 // paused for packQuiet, if batches copied at least packScattered of them;
 // without a pause, once they copied packBusy times as many. A burst of
-// changes leaves the heap's live tables scattered, 27 MiB in use for
-// nothing at a million records until the next collection that could never
-// give it back; a steady trickle of changes scatters them slowly, and
-// packing costs the whole table, so it waits longer.
+// changes leaves the live tables scattered among dead copies, which keeps
+// 27 MiB of heap in use for nothing at a million records, however often
+// the collector runs; a steady trickle of changes scatters them slowly,
+// and packing copies every table, so it waits longer.
 const (
 	packQuiet     = time.Second
 	packScattered = 0.25
