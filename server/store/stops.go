@@ -14,8 +14,10 @@ import (
 // zone's prefix are a number, and each stop lies as far past the last key
 // read as the last full page's keys spread over. A stop that came too
 // soon (a page less than half full) stretches that stride by what the
-// page lacked, and an empty page by gapStretch. The pages cover the range exactly whatever the estimate, which
-// only changes where they are cut (TestStopsCoverTheRange).
+// page lacked, and an empty page by gapStretch; the read with at most a
+// page left goes to the end. The pages cover the range exactly whatever
+// the estimate, which only changes where they are cut
+// (TestStopsCoverTheRange).
 type stops struct {
 	prefix, end string
 	page        int
