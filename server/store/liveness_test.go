@@ -238,9 +238,6 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 	eventually(t, "staleness and lag back to 0", func() bool { return s.staleness() == 0 && value(s.lag) == 0 })
 }
 
-// withholding passes a watch stream's created responses and swallows the
-// rest: events and progress answers alike, what a client sees of a member
-// whose watch is stuck while its reads are served.
 // withholdingClient dials endpoint with watch streams that show nothing
 // but their creation: every event, progress report and cancel is dropped.
 func withholdingClient(t *testing.T, endpoint string) *clientv3.Client {
@@ -263,6 +260,9 @@ func withholdingClient(t *testing.T, endpoint string) *clientv3.Client {
 	return c
 }
 
+// withholding passes a watch stream's created responses and swallows the
+// rest: events and progress answers alike, what a client sees of a member
+// whose watch is stuck while its reads are served.
 type withholding struct{ grpc.ClientStream }
 
 func (w withholding) RecvMsg(m any) error {
