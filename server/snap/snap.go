@@ -546,7 +546,7 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 			x.data = strings.Clone(v.Target())
 		}
 	}
-	if o := z.line.origin(v.Cluster, v.Source); e.x == &noOrigin.plain {
+	if o := z.line.origin(v.Cluster, v.Source); e.x.shared() {
 		e.x = &o.plain
 	} else {
 		e.x.origin = o
@@ -568,11 +568,15 @@ func newEntry(id string) Entry {
 
 // own returns e's own extra, making it from the shared one.
 func (e *Entry) own() *extra {
-	if x := e.extra(); x == &x.origin.plain {
+	if x := e.extra(); x.shared() {
 		e.x = &extra{origin: x.origin}
 	}
 	return e.x
 }
+
+// shared reports whether x is its Origin's plain extra, which every
+// address record of that origin points at and none may change.
+func (x *extra) shared() bool { return x == &x.origin.plain }
 
 // maxOrigins bounds the origin table: it is emptied when full, so objects
 // that come and go cannot grow it without end. Entries keep what they
