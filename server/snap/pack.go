@@ -1,5 +1,7 @@
 package snap
 
+import "slices"
+
 // Packing undoes what copy-on-write does to the heap. A batch copies each
 // shard table it writes to, so a burst of changes leaves the live tables
 // scattered over spans that mostly hold copies already thrown away; the Go
@@ -79,7 +81,7 @@ func (s *Snapshot) Pack(min float64) (*Snapshot, bool) {
 			continue
 		}
 		if p == nil {
-			p = &Snapshot{Rev: s.Rev, Zones: append([]*Zone(nil), s.Zones...)}
+			p = &Snapshot{Rev: s.Rev, Zones: slices.Clone(s.Zones)}
 		}
 		p.Zones[i] = z.Pack()
 	}
