@@ -12,6 +12,8 @@
 // etcd release) without replacing the installed ones. Besides the pinned etcd,
 // the newer etcd releases are installed as etcd-<minor> ("etcd-3.6"):
 // WithEtcdTool starts etcd from one, and Etcd.Upgrade moves a member to one.
+// This module's own binaries are built with go build, once per test binary,
+// unless ETCDNS_BIN_DIR names a directory that already holds them.
 //
 // The package is Linux-only: it relies on process groups and the parent
 // death signal so that no process outlives the test binary.

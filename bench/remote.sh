@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The multi-core benches on a machine that has neither Go nor the tools: a
+# large machine lent for an hour, with no network. `pack` runs here and
+# writes one archive with everything the core-scaling bench (bench/cores),
+# the fleet bench (bench/fleet) and the CPU-a-change bench with its watch
+# floor (bench/changecpu) start: their compiled test binaries,
+# dnsd, etcd, and knotd and dnsperf with the shared libraries and the
+# loader they were linked against, so that they run whatever that
+# machine's libc is. `run` runs there, from a checkout of the same commit
+# (the test binaries find the repository by its go.mod), and prints both
+# tables; each names its machine.
+#
+#   bench/remote.sh pack [ARCHIVE]        default .cache/remote.tar.xz
+#   bench/remote.sh run ARCHIVE [cores|fleet|changecpu]...
+#
+# run takes the benches' own variables (CORES, ROUNDS, DURATION, CLIENTS,
+# CORES_OUT for bench/cores' OUT;
+# FRONTENDS, PATHS, PROXIES, MEMBERS, WRITERS, SERVICES, CHANGES,
+# STORM_LIMIT; RECORDS, RATE, IDLE), and
+# DEADLINE, seconds each bench may take (default 900). Needs tar, taskset
+# and xz or python3 on that machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pack() {
+  local out="${1:-.cache/remote.tar.xz}"
+  hack/tools.sh >/dev/null
+  dir="$(mktemp -d)" # global: the trap runs after pack returns
+  trap 'rm -rf "$dir"' EXIT
+  mkdir -p "$dir/bin" "$dir/tools" "$dir/sys" "$dir/real" "$dir/lib"
+  # As the harness builds it (static), less the symbol tables.
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/bin/dnsd" ./cmd/dnsd
+  CGO_ENABLED=0 go test -c -tags bench -trimpath -ldflags='-s -w' -o "$dir/bin/cores.test" ./bench/dnsd
+  CGO_ENABLED=0 go test -c -tags bench -trimpath -ldflags='-s -w' -o "$dir/bin/fleet.test" ./bench/fleet
+  CGO_ENABLED=0 go test -c -tags bench -trimpath -ldflags='-s -w' -o "$dir/bin/changecpu.test" ./bench/changecpu
+  cp .cache/tools/bin/etcd "$dir/tools/"
+  local tool lib
+  for tool in knotd dnsperf; do
+    cp "$(PATH="$PATH:/usr/sbin:/sbin" command -v "$tool")" "$dir/real/$tool"
+    # Every library it loads, the loader included, beside it: the loader
+    # is run by hand, so that machine's own libc is never mixed in.
+    for lib in $(ldd "$dir/real/$tool" | grep -o '/[^ ]*'); do
+      cp -L "$lib" "$dir/lib/"
+    done
+    cat >"$dir/sys/$tool" <<EOF
+#!/bin/sh
+d="\$(dirname "\$0")/.."
+exec "\$d/lib/ld-linux-x86-64.so.2" --library-path "\$d/lib" "\$d/real/$tool" "\$@"
+EOF
+    chmod +x "$dir/sys/$tool"
+  done
+  mkdir -p "$(dirname "$out")"
+  tar -C "$dir" -cf - . | xz -T0 -6 >"$out"
+  ls -l "$out"
+}
+
+run() {
+  local archive="$1" dir bench benches
+  shift
+  benches=("$@")
+  [ ${#benches[@]} -gt 0 ] || benches=(cores fleet)
+  archive="$(cd "$(dirname "$archive")" && pwd)/$(basename "$archive")"
+  dir="$archive.d" # unpacked once, for the runs that follow
+  if [ ! -d "$dir" ] || [ "$archive" -nt "$dir" ]; then
+    rm -rf "$dir" "$dir.tmp"
+    mkdir "$dir.tmp"
+    if command -v xz >/dev/null; then
+      xz -dc "$archive"
+    else
+      python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$archive"
+    fi | tar -C "$dir.tmp" -xf -
+    mv "$dir.tmp" "$dir"
+    touch "$dir" # tar kept the packing directory's time
+  fi
+  export ETCDNS_BIN_DIR="$dir/bin" ETCDNS_TOOLS_DIR="$dir/tools" PATH="$dir/sys:$PATH"
+  # A thousand frontends, each with sockets, watch streams and log files.
+  ulimit -n 1048576 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+  echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(awk '/MemTotal/ {print int($2 / 1048576)}' /proc/meminfo) GiB; commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+  for bench in "${benches[@]}"; do
+    case "$bench" in
+      # OUT is bench/cores' file for its table; CORES_OUT here, since a
+      # machine lent for benches may use OUT for itself.
+      cores) (cd bench/dnsd && OUT="${CORES_OUT:-}" "$dir/bin/cores.test" -test.run '^TestCores$' -test.count=1 -test.v -test.timeout "${DEADLINE:-900}s") ;;
+      changecpu) (cd bench/changecpu && "$dir/bin/changecpu.test" -test.run '^(TestChangeCPU|TestWatchFloor)$' -test.count=1 -test.v -test.timeout "${DEADLINE:-900}s") ;;
+      fleet) (cd bench/fleet && "$dir/bin/fleet.test" -test.run '^TestFleet$' -test.count=1 -test.v -test.timeout "${DEADLINE:-900}s") ;;
+      *) echo "unknown bench $bench: cores, fleet or changecpu" >&2; exit 2 ;;
+    esac | grep --line-buffered -v -E '^(=== RUN|--- PASS|PASS$|ok )'
+  done
+}
+
+case "${1:-}" in
+  pack) shift; pack "$@" ;;
+  run) shift; [ $# -ge 1 ] || { echo "usage: $0 run ARCHIVE [cores|fleet|changecpu]..." >&2; exit 2; }; run "$@" ;;
+  *) echo "usage: $0 pack [ARCHIVE] | run ARCHIVE [cores|fleet|changecpu]..." >&2; exit 2 ;;
+esac
