@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/server/store"
 )
 
 // TestGRPCProxy is issue 18 item 2: dnsd frontends behind etcd's gRPC proxy
@@ -382,5 +384,74 @@ func TestGRPCProxyFrozen(t *testing.T) {
 		if st := l.Stop(); st.failed != 0 {
 			t.Errorf("frontend %d: %d of %d queries failed while a proxy was frozen or killed: %v", i, st.failed, st.sent, st.failures)
 		}
+	}
+}
+
+// TestGRPCProxySharesLoads: frontends that start within a revision step of
+// each other (store.RevisionStep) read the same pages at the same
+// revision, so a grpc-proxy answers every page of the later ones from its
+// cache and etcd serves the zones once for the lot. Each frontend's watch
+// then replays what was written after that revision.
+func TestGRPCProxySharesLoads(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	proxy := harness.StartGRPCProxy(t, etcd.Endpoint)
+	b := faultBuilder(t)
+	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
+	svc := func(name, ip string) []keys.Record {
+		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
+	}
+	var recs []keys.Record
+	for i := range 300 {
+		recs = append(recs, svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.%d.%d", 10+i/250, i%250+1))...)
+	}
+	dnsdPut(t, cli, recs)
+	// Up to a multiple of the step, where the frontends' loads will be.
+	ctx := context.Background()
+	rev := dnsdPut(t, cli, []keys.Record{b.Version()})
+	for rev < store.RevisionStep || rev%store.RevisionStep != 0 {
+		r, err := cli.Put(ctx, "/elsewhere/tick", strconv.FormatInt(rev, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = r.Header.Revision
+	}
+	faultChange(t, cli, nil, svc("kubernetes", "10.96.0.1"))
+	a := func(name, ip string) check {
+		q := name + ".default.svc.cluster.local."
+		return check{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}
+	}
+	cache := func() (hits, misses float64) {
+		return faultMetric(t, proxy.Endpoint+"/proxy", "etcd_grpc_proxy_cache_hits_total"),
+			faultMetric(t, proxy.Endpoint+"/proxy", "etcd_grpc_proxy_cache_misses_total")
+	}
+
+	h0, m0 := cache()
+	first := faultDnsd(t, proxy.Endpoint)
+	waitFor(t, 5*time.Second, func() error {
+		return faultAnswers(first.Addr, []check{a("kubernetes", "10.96.0.1"), a("s299", "10.96.11.50")})
+	})
+	// Its stream is quiet: its first liveness read (serializable, so
+	// cached too) has been made before the second frontend starts.
+	time.Sleep(1500 * time.Millisecond)
+	h1, m1 := cache()
+	faultChange(t, cli, nil, svc("fresh", "10.96.1.30"))
+	second := faultDnsd(t, proxy.Endpoint)
+	waitFor(t, 5*time.Second, func() error {
+		return faultAnswers(second.Addr, []check{a("kubernetes", "10.96.0.1"), a("fresh", "10.96.1.30"), a("s0", "10.96.10.1")})
+	})
+	h2, m2 := cache()
+	t.Logf("proxy cache hits / misses: %v / %v before, %v / %v after the first frontend, %v / %v after the second", h0, m0, h1, m1, h2, m2)
+	// A page a zone: cluster.local, clusterset.local, in-addr.arpa and
+	// ip6.arpa.
+	const pages = 4
+	if m1-m0 < pages {
+		t.Errorf("the first frontend's load missed the proxy's cache %v times: want a page a zone (%d) at least", m1-m0, pages)
+	}
+	if m2 != m1 || h2-h1 < pages {
+		t.Errorf("the second frontend's load: %v misses and %v hits, want none and a page a zone (%d) at least", m2-m1, h2-h1, pages)
+	}
+	if log := faultLog(t, second.Process); !strings.Contains(log, fmt.Sprintf("revision=%d", rev)) {
+		t.Errorf("the second frontend's log does not show its load at revision %d", rev)
 	}
 }

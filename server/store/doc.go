@@ -95,10 +95,12 @@
 // restart) must not crowd out the publishers' writes. The first load waits
 // a random time up to the start jitter; every retry of a load and every
 // watch restart backs off exponentially with jitter. The load reads in
-// large pages (see PageSize): the first page is linearizable, so that no
-// frontend starts from a revision older than the cluster's, and the rest
-// are serializable reads at that page's revision, which any member serves
-// from its own store and an etcd grpc-proxy may serve from its cache.
+// large pages (see PageSize), every one serializable, which any member
+// serves from its own store, at one revision: the cluster's, read with one
+// linearizable request, rounded down to a multiple of RevisionStep. So the
+// frontends starting together ask for the same pages, and an etcd
+// grpc-proxy answers all but the first of each from its cache; each watch
+// replays the few transactions since.
 // Every page after the first stops where about a page of keys is expected
 // to end (stops.go), because etcd counts each limited read's keys to its
 // stop: read to the zone's end, the pages of a million-key zone made it
@@ -109,7 +111,10 @@
 // page can take etcd longer than the request timeout, and starting the
 // load over would ask again for every page etcd is still serving. All
 // prefixes are watched on one gRPC stream (the watches share a context).
-// Readiness comes only after the first whole load.
+// Readiness comes only after the first whole load. That load may be up to
+// RevisionStep-1 transactions behind the cluster for the milliseconds its
+// watch takes to replay them: the bargain Kubernetes' informers make when
+// they list from the apiserver's cache.
 //
 // etcdns_dnsd_snapshot_staleness_seconds says how long the snapshot may
 // have been behind (0 while the stream is proven within the timeout and

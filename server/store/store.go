@@ -34,12 +34,31 @@ import (
 // count of the first page alone; a page is about 15 MiB.
 const PageSize = 50_000
 
+// RevisionStep is the grain of the revisions loads are made at. A load
+// learns the cluster's revision with one linearizable read, then reads
+// every page at that revision rounded down to a multiple of the step, so
+// that the frontends of a fleet started together (a DaemonSet rollout, a
+// cluster restart) ask for the same pages at the same revision, and an
+// etcd grpc-proxy answers all but the first from its cache: a page at a
+// fixed revision never changes. Each frontend's watch then replays the
+// at most RevisionStep-1 transactions between the two, which takes
+// milliseconds. This is the bargain Kubernetes' informers make when they
+// list at resourceVersion 0 from the apiserver's cache: a start from a
+// slightly older point, caught up by the watch, instead of every client
+// reading the newest state from etcd. A cluster that keeps less history
+// than a step (the rounded revision compacted) is read at its revision.
+const RevisionStep = 1024
+
 // Store holds the current snapshot and keeps it current.
 type Store struct {
 	cli     *clientv3.Client
 	zones   []snap.Config
 	timeout time.Duration
-	log     *slog.Logger
+	// oneKey is what the store reads when it wants a revision, not data:
+	// the first zone's range itself, a key that a role granting the zone's
+	// range may read (its prefix alone, without the slash, is outside it).
+	oneKey string
+	log    *slog.Logger
 
 	cur   atomic.Pointer[snap.Snapshot]
 	ready chan struct{}
@@ -82,6 +101,13 @@ type Store struct {
 	loadRetries prometheus.Counter
 
 	pageSize int64 // PageSize; tests page a small load
+	step     int64 // RevisionStep; tests share small revisions
+	// gone is a revision known to be compacted away (a watch or a page
+	// refused at it), so that no load is made at it again: an etcd
+	// grpc-proxy would still answer such a page from its cache, never
+	// having seen the compaction, and the frontend would relist forever.
+	// Only Run's goroutine uses it.
+	gone int64
 
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
@@ -143,9 +169,10 @@ type Malformed struct {
 // metrics are registered on reg.
 func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Store {
 	s := &Store{
-		cli: cli, zones: zones, timeout: timeout, log: log, pageSize: PageSize,
-		ready: make(chan struct{}),
-		bad:   map[string]Malformed{},
+		cli: cli, zones: zones, timeout: timeout, log: log, pageSize: PageSize, step: RevisionStep,
+		oneKey: snap.NewZone(zones[0]).Range,
+		ready:  make(chan struct{}),
+		bad:    map[string]Malformed{},
 
 		endpoints:  []Endpoint{{Name: "default", Client: cli}},
 		live:       DefaultLiveness,
@@ -264,7 +291,7 @@ func (s *Store) probe(ctx context.Context, ep Endpoint, linearizable bool, at in
 	if !linearizable {
 		opts = append(opts, clientv3.WithSerializable())
 	}
-	resp, err := ep.Client.Get(ctx, s.zones[0].Prefix, opts...)
+	resp, err := ep.Client.Get(ctx, s.oneKey, opts...)
 	if err != nil {
 		return 0, err
 	}
@@ -359,7 +386,7 @@ func (s *Store) probeOthers(ctx context.Context, on Endpoint, heard chan int64) 
 			}
 		}
 		rctx, cancel := context.WithTimeout(ctx, s.live.LagProbe)
-		resp, err := ep.Client.Get(rctx, s.zones[0].Prefix, clientv3.WithSerializable(), clientv3.WithKeysOnly())
+		resp, err := ep.Client.Get(rctx, s.oneKey, clientv3.WithSerializable(), clientv3.WithKeysOnly())
 		cancel()
 		if err != nil {
 			continue // that endpoint's trouble is not this stream's
@@ -459,6 +486,7 @@ func (s *Store) Run(ctx context.Context) error {
 		cur = s.Snapshot()
 		if reason == ReasonCompacted {
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
+			s.gone = max(s.gone, cur.Rev+1)
 			cur = nil
 		} else {
 			ep = (ep + 1) % len(s.endpoints)
@@ -540,13 +568,46 @@ func (s *Store) publish(sn *snap.Snapshot) {
 	}
 }
 
-// load reads every zone at a single revision: the first page fixes it and
-// every later page asks for it, so the snapshot is one point in etcd's
-// history even when the load takes several requests.
+// load reads every zone at a single revision, shared with the frontends
+// loading about now (see RevisionStep), so the snapshot is one point in
+// etcd's history even when the load takes several requests.
 func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
+	// Linearizable, so that the load is never of a point older than a
+	// step before the cluster's. One key, counted only: it costs the
+	// leader a read index and etcd next to nothing.
+	rctx, cancel := context.WithTimeout(ctx, s.timeout)
+	resp, err := s.cli.Get(rctx, s.oneKey, clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's revision: %w", err)
+	}
+	now := resp.Header.Revision
+	at := sharedRevision(now, s.step)
+	if at <= s.gone {
+		at = now
+	}
+	sn, err := s.loadAt(ctx, at)
+	if at != now && errors.Is(err, rpctypes.ErrCompacted) {
+		s.gone = max(s.gone, at)
+		s.log.Info("the shared load revision is compacted; loading at the cluster's", "shared", at, "revision", now)
+		sn, err = s.loadAt(ctx, now)
+	}
+	return sn, err
+}
+
+// sharedRevision is rev rounded down to a multiple of step, or rev itself
+// where that would be no revision.
+func sharedRevision(rev, step int64) int64 {
+	if step <= 1 || rev < step {
+		return rev
+	}
+	return rev - rev%step
+}
+
+// loadAt reads every zone at rev.
+func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a fetch still running when a page fails
-	var rev int64
 	var out []*snap.Zone
 	for _, c := range s.zones {
 		z := snap.NewZone(c)
@@ -563,9 +624,6 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 			if p.err != nil {
 				return nil, fmt.Errorf("range %s: %w", z.Range, p.err)
 			}
-			if rev == 0 {
-				rev = p.resp.Header.Revision
-			}
 			if !reserved {
 				b.Reserve(int(p.resp.Count)) // every key of the range, not just this page's
 				reserved = true
@@ -574,8 +632,11 @@ func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
 				s.put(z, b, view(kv.Key), kv.Value)
 			}
 		}
-		// Deletions leave no trace in a range, so the load revision is the
-		// only serial that never goes backwards across restarts.
+		// Deletions leave no trace in a range, so the serial is the load's
+		// revision until a change moves it on. Each frontend has its own
+		// (they load at different revisions), and a restart may take it
+		// back by less than a RevisionStep; nothing transfers zones by it
+		// (AXFR and IXFR are refused).
 		out = append(out, b.Done(uint32(rev)))
 	}
 	return snap.NewSnapshot(rev, out), nil
@@ -591,17 +652,13 @@ type page struct {
 	err  error
 }
 
-// fetch sends the pages of [key, end) at rev (0: the current revision,
-// then the first page's) to pages, and closes it after the last one or an
-// error.
+// fetch sends the pages of [key, end) at rev to pages, and closes it
+// after the last one or an error.
 //
-// Only the read that fixes the revision is linearizable, so that a
-// frontend never starts from a revision older than the cluster's; every
-// other page names that revision and is serializable, which any member
-// answers from its own store without asking the leader, and which an
-// etcd grpc-proxy may answer from its cache (a page at a fixed revision
-// never changes). A member that has not applied the revision yet says so,
-// and the page is asked for again linearizably.
+// Every page is serializable: any member answers it from its own store
+// without asking the leader, and an etcd grpc-proxy from its cache once
+// one frontend has asked for it. A member that has not applied the
+// revision yet says so, and the page is asked for again linearizably.
 //
 // A page that fails is asked for again, alone: when a fleet starts at
 // once, a page of tens of thousands of keys can take etcd longer than the
@@ -619,10 +676,7 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 	cut := newStops(key, end, s.pageSize)
 	stop := end
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(stop), clientv3.WithLimit(s.pageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev), clientv3.WithSerializable())
-		}
+		opts := []clientv3.OpOption{clientv3.WithRange(stop), clientv3.WithLimit(s.pageSize), clientv3.WithRev(rev), clientv3.WithSerializable()}
 		rctx, cancel := context.WithTimeout(ctx, deadline)
 		resp, err := s.cli.Get(rctx, key, opts...)
 		if errors.Is(err, rpctypes.ErrFutureRev) {
@@ -647,9 +701,6 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 			return
 		}
 		backoff, deadline = 100*time.Millisecond, s.timeout
-		if rev == 0 {
-			rev = resp.Header.Revision // later pages read the same point in history
-		}
 		select {
 		case pages <- page{resp: resp}:
 		case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -381,5 +382,89 @@ func TestTablesArePackedWhenChangesPause(t *testing.T) {
 	}
 	if got := addrs(sn, "s42.ns.svc.cluster.local"); len(got) != 1 || got[0] != "10.2.0.42" {
 		t.Fatalf("s42 after packing: %v", got)
+	}
+}
+
+// Frontends that start within a RevisionStep of each other load at the
+// same revision with the same requests, so that an etcd grpc-proxy can
+// answer the later ones from its cache; each watch then replays what was
+// written after that revision. A shared revision that etcd has compacted
+// is not used.
+func TestLoadsShareARevision(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	const step = 64
+	for i := range 3 * testPageSize {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
+	}
+	// Past the next multiple of the step, nearly to the one after, then a
+	// late record: one newer than the shared revision.
+	rev := mustPut(t, cli, "/elsewhere/tick", "0")
+	for rev%step != 0 {
+		rev = mustPut(t, cli, "/elsewhere/tick", "0")
+	}
+	for rev%step != step-3 {
+		rev = mustPut(t, cli, "/elsewhere/tick", "0")
+	}
+	shared := rev - rev%step
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/late/x", `{"host":"10.2.0.1"}`)
+
+	type request struct {
+		key, end     string
+		limit, rev   int64
+		serializable bool
+	}
+	start := func() (*Store, *snap.Snapshot, []request) {
+		var mu sync.Mutex
+		var reqs []request
+		record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit > 0 {
+				mu.Lock()
+				reqs = append(reqs, request{string(r.Key), string(r.RangeEnd), r.Limit, r.Revision, r.Serializable})
+				mu.Unlock()
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		c, err := clientv3.New(clientv3.Config{
+			Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(record)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.pageSize, s.step = testPageSize, step
+		var loaded *snap.Snapshot
+		s.afterLoad = func() { loaded = s.Snapshot() }
+		runStore(t, s)
+		eventually(t, "the late record", func() bool { return len(addrs(s.Snapshot(), "late.ns.svc.cluster.local")) == 1 })
+		mu.Lock()
+		defer mu.Unlock()
+		return s, loaded, slices.Clone(reqs)
+	}
+
+	_, first, firstReqs := start()
+	if first.Rev != shared || first.Zone("cluster.local").Records != 3*testPageSize {
+		t.Fatalf("first frontend loaded %d records at revision %d, want %d at the shared %d", first.Zone("cluster.local").Records, first.Rev, 3*testPageSize, shared)
+	}
+	mustPut(t, cli, "/elsewhere/tick", "1") // the cluster moves on, within the step
+	_, second, secondReqs := start()
+	if second.Rev != shared || !slices.Equal(firstReqs, secondReqs) {
+		t.Fatalf("second frontend loaded at %d with requests\n%v\nthe first at %d with\n%v\nwant the same", second.Rev, secondReqs, first.Rev, firstReqs)
+	}
+	if len(firstReqs) < 4 || slices.ContainsFunc(firstReqs, func(r request) bool { return r.rev != shared || !r.serializable }) {
+		t.Fatalf("page requests %v: want several, every one serializable at %d", firstReqs, shared)
+	}
+
+	compacted := mustPut(t, cli, "/elsewhere/tick", "2")
+	for compacted%step == 0 { // the shared revision is then the cluster's
+		compacted = mustPut(t, cli, "/elsewhere/tick", "2")
+	}
+	if _, err := cli.Compact(context.Background(), compacted); err != nil {
+		t.Fatal(err)
+	}
+	_, third, _ := start()
+	if third.Rev != compacted || third.Zone("cluster.local").Records != 3*testPageSize+1 {
+		t.Fatalf("after a compaction at %d, past the shared revision: loaded %d records at %d, want %d at %d", compacted, third.Zone("cluster.local").Records, third.Rev, 3*testPageSize+1, compacted)
 	}
 }
