@@ -15,8 +15,8 @@
 #
 # run takes the benches' own variables (CORES, ROUNDS, DURATION, CLIENTS,
 # CORES_OUT for bench/cores' OUT;
-# FRONTENDS, PATHS, PROXIES, MEMBERS, WRITERS, SERVICES, CHANGES,
-# STORM_LIMIT; RECORDS, RATE, IDLE), and
+# FRONTENDS, PATHS, PROXIES, MEMBERS, WRITERS, SERVICES, CHANGES, PIN,
+# START_JITTER_MS, STORM_LIMIT; RECORDS, RATE, IDLE), and
 # DEADLINE, seconds each bench may take (default 900). Needs tar, taskset
 # and xz or python3 on that machine.
 set -euo pipefail

@@ -29,6 +29,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,7 @@ import (
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
+	"github.com/etcdns/etcdns/server/store"
 )
 
 func env(t *testing.T, name string, def int) int {
@@ -85,6 +87,8 @@ func TestFleet(t *testing.T) {
 		services: env(t, "SERVICES", 1000),
 		changes:  env(t, "CHANGES", 100),
 		duration: time.Duration(env(t, "DURATION", 10)) * time.Second,
+		jitter:   env(t, "START_JITTER_MS", -1),
+		pin:      env(t, "PIN", 0) == 1,
 	}
 	if base.members != 1 && base.members != 3 {
 		t.Fatalf("MEMBERS=%d: 1 or 3", base.members)
@@ -105,10 +109,19 @@ func TestFleet(t *testing.T) {
 			t.Run(fmt.Sprintf("%d/%s", n, path), func(t *testing.T) {
 				row = f.run(t, dnsd)
 			})
+			// Each row as it is measured: a run cut short keeps the rows it has.
+			fmt.Println("measured:", row.row)
 			rows = append(rows, row)
 		}
 	}
-	nproc, _ := exec.Command("nproc").Output()
+	jitter := "dnsd's default (1 s)"
+	if base.jitter >= 0 {
+		jitter = (time.Duration(base.jitter) * time.Millisecond).String()
+	}
+	pinned := "Nothing pinned: the frontends, members, proxies and writers share every core."
+	if base.pin {
+		pinned = "Pinned: a core for each member, each proxy, and the writers and prober; the frontends share the rest."
+	}
 	model := "?"
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
@@ -118,10 +131,10 @@ func TestFleet(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("\nMachine: %s x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends run with dnsd's defaults (start jitter 1 s).\n\n",
-		strings.TrimSpace(string(nproc)), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration)
-	fmt.Println("| frontends | path | cold start: all ready | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | etcd CPU s/s per member | proxy CPU s/s | frontend RSS p50 / max |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s. %s\n\n",
+		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, pinned)
+	fmt.Println("| frontends | path | cold start: all ready | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | etcd CPU s/s per member | proxy CPU s/s | frontend RSS p50 / max |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r.row)
 	}
@@ -235,6 +248,8 @@ type frontend struct {
 // fleet is one configuration of the bench.
 type fleet struct {
 	n, proxies, members, writers, services, changes int
+	jitter                                          int // dnsd's start jitter in ms; < 0: its default
+	pin                                             bool
 	duration                                        time.Duration
 }
 
@@ -268,9 +283,12 @@ func (w *writeLog) between(from, to time.Time) []time.Duration {
 	return out
 }
 
-// stormLimit is how long the cold start may take before the row reports
-// the frontends still not ready instead of their answers.
-const stormLimit = 5 * time.Minute
+// stormLimit is how long the cold start may take (STORM_LIMIT seconds,
+// default 300) before the row reports the frontends still not ready
+// instead of their answers.
+func stormLimit(t *testing.T) time.Duration {
+	return time.Duration(env(t, "STORM_LIMIT", 300)) * time.Second
+}
 
 func (f fleet) run(t *testing.T, dnsd string) result {
 	n, k := f.n, f.proxies
@@ -312,10 +330,48 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		}
 		all = all[m:]
 	}
+	// dnsd shares load revisions only past the first store.RevisionStep
+	// (the revision rounded down must be one), and a real cluster is far
+	// past it, every change being a revision; the bulk load above leaves
+	// this one short of it.
+	for rev := int64(0); rev <= store.RevisionStep; {
+		r, err := cli.Put(ctx, "/fleet-bench/tick", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev = r.Header.Revision
+	}
 
 	var pxs []*harness.GRPCProxy
 	for range k {
 		pxs = append(pxs, harness.StartGRPCProxy(t, endpoints...))
+	}
+	// Pinned, each member and each proxy has a core of its own, as on
+	// machines of their own, and the frontends share what is left after
+	// one core for this process (the writers and the prober): otherwise a
+	// thousand loading frontends starve the members of the CPU they need
+	// to keep their leader, and the bench measures the starving.
+	var pin []string // taskset's arguments for a frontend
+	if f.pin {
+		taskset := harness.SystemTool(t, "taskset")
+		next := 0
+		own := func(pid int) {
+			if out, err := exec.Command(taskset, "-a", "-p", "-c", strconv.Itoa(next), strconv.Itoa(pid)).CombinedOutput(); err != nil {
+				t.Fatalf("taskset: %v: %s", err, out)
+			}
+			next++
+		}
+		for _, m := range members {
+			own(m.Pid())
+		}
+		for _, p := range pxs {
+			own(p.Pid())
+		}
+		own(os.Getpid())
+		if next >= runtime.NumCPU() {
+			t.Fatalf("PIN: %d members, %d proxies and this process take %d cores of %d: none left for the frontends", len(members), k, next, runtime.NumCPU())
+		}
+		pin = []string{taskset, "-c", fmt.Sprintf("%d-%d", next, runtime.NumCPU()-1)}
 	}
 
 	// The writers: CHANGES readdresses a second in all, each writer its
@@ -369,16 +425,25 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		port, metrics := harness.FreePort(t), harness.FreePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		murl := fmt.Sprintf("http://127.0.0.1:%d", metrics)
-		p := harness.StartProcess(t, dnsd, []string{
+		args := []string{
 			"--etcd.endpoints=" + eps,
 			"--dnsd.listen=" + addr,
 			"--dnsd.metrics-listen=" + strings.TrimPrefix(murl, "http://"),
-		}, []string{"GOMAXPROCS=1"}, nil)
+		}
+		if f.jitter >= 0 {
+			args = append(args, fmt.Sprintf("--dnsd.start-jitter=%dms", f.jitter))
+		}
+		bin := dnsd
+		if pin != nil {
+			bin, args = pin[0], append(append(pin[1:], dnsd), args...)
+		}
+		p := harness.StartProcess(t, bin, args, []string{"GOMAXPROCS=1"}, nil)
 		fes[i] = frontend{p: p, addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, metrics: murl}
 	}
 	pending := slices.Clone(fes)
+	limit := stormLimit(t)
 	for len(pending) > 0 {
-		if time.Since(storm) > stormLimit {
+		if time.Since(storm) > limit {
 			// A finding, not a failure of the bench: the row says so and
 			// the other configurations still run.
 			close(quit)
@@ -388,8 +453,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				path = fmt.Sprintf("%d grpc-proxy", k)
 			}
 			ws := writes.between(storm, time.Now())
-			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | %.1f / - ms | - | - | - | - | - | - | - |",
-				n, path, len(pending), n, stormLimit, loadRetries(fes), float64(pct(ws, 99))/1e6)}
+			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | %s | %.1f / - ms | - | - | - | - | - | - | - |",
+				n, path, len(pending), n, limit, loadRetries(fes), proxyCache(pxs), float64(pct(ws, 99))/1e6)}
 		}
 		pending = slices.DeleteFunc(pending, func(fe frontend) bool { return harness.HTTPOK(fe.metrics+"/readyz") == nil })
 		time.Sleep(20 * time.Millisecond)
@@ -397,6 +462,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	coldStart := time.Since(storm)
 	stormWrites := writes.between(storm, storm.Add(coldStart))
 	retried := loadRetries(fes)
+	cached := proxyCache(pxs)
 	after := time.Now()
 
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -541,11 +607,26 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.1f / %.1f MiB |",
-		n, path, coldStart.Seconds(), retried, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
+	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %s | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.1f / %.1f MiB |",
+		n, path, coldStart.Seconds(), retried, cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
 		slowest, ms(slowP99), strings.Join(ecpu, " + "), proxyCol, rss[len(rss)/2], rss[len(rss)-1])
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
+}
+
+// proxyCache is how many reads the proxies answered from their caches and
+// how many they passed to etcd: in a storm, the loads' pages at a shared
+// revision (dnsd's store.RevisionStep) that one frontend's read brought in.
+func proxyCache(pxs []*harness.GRPCProxy) string {
+	if len(pxs) == 0 {
+		return "-"
+	}
+	var hits, misses float64
+	for _, p := range pxs {
+		hits += harness.Metric(p.Endpoint+"/proxy", "etcd_grpc_proxy_cache_hits_total")
+		misses += harness.Metric(p.Endpoint+"/proxy", "etcd_grpc_proxy_cache_misses_total")
+	}
+	return fmt.Sprintf("%.0f / %.0f", hits, misses)
 }
 
 // loadRetries is how many pages of their loads the frontends had to ask

@@ -25,6 +25,11 @@
 # CHANGES    service readdresses a second in all, one transaction each
 #            (default 100)
 # DURATION   seconds of probing per run (default 10)
+# PIN=1      a core of its own for each etcd member, each proxy and the bench
+#            process (writers, prober); the frontends share the rest
+# START_JITTER_MS  the frontends' --dnsd.start-jitter in ms (default: dnsd's)
+# STORM_LIMIT seconds the cold start may take before the row reports the
+#            frontends not ready and the next configuration runs (default 300)
 #
 # Needs hack/tools.sh (etcd).
 set -euo pipefail
