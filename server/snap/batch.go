@@ -30,6 +30,8 @@ type Batch struct {
 	stubCopied  map[string]bool // so are these domains' entries
 
 	skyBatch *skydns.Batch // a SkyDNS zone's changes (skydns.go)
+
+	load bool // Reserve sized the zone: this batch is its load
 }
 
 // Edit starts a batch on z.
@@ -46,6 +48,7 @@ func (b *Batch) Reserve(n int) {
 	if b.z.Records > 0 || len(b.touched) > 0 || n <= 0 {
 		return
 	}
+	b.load = true
 	shards := shardsFor(n)
 	b.z.names = newLeaves(shards, n/shards+n/shards/8+1)
 	b.z.copies = 0
@@ -190,6 +193,14 @@ func (b *Batch) Done(serial uint32) *Zone {
 	}
 	b.doneSkyDNS()
 	b.z.Serial = serial
+	if b.load {
+		// The origin table has done its work: the load's records share
+		// their objects' Origins. Kept, it would be a map entry for every
+		// object (a quarter of a zone of one record an object); dropped,
+		// a later change of an object makes it a new Origin once, which
+		// the records changed with it share.
+		b.z.line.origins = map[[2]string]*Origin{}
+	}
 	z := b.z
 	b.z, b.touched = nil, nil // a batch is used once
 	return z

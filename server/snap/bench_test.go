@@ -100,6 +100,41 @@ func BenchmarkLoad(b *testing.B) {
 	}
 }
 
+// BenchmarkLoadServices is BenchmarkLoad's measure for a zone of one
+// record an object: n ClusterIP services, each its own Origin, as the
+// fleet bench's world has them. There an Origin is a record's worth of
+// memory, where BenchmarkLoad's hundred endpoints a service share one.
+//
+//	go test -run '^$' -bench 'LoadServices' -benchtime 1x ./server/snap/
+func BenchmarkLoadServices(b *testing.B) {
+	const n = 100_000
+	kvs := make([]KV, n)
+	for i := range kvs {
+		kvs[i] = KV{
+			Key:   fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/%08x", i%100, i, i*2654435761),
+			Value: fmt.Appendf(nil, `{"host":"10.%d.%d.%d","ttl":5,"cluster":"bench","source":"service/ns%d/svc%d"}`, 96+i>>16&7, i>>8&255, i&255, i%100, i),
+		}
+	}
+	var z *Zone
+	var before, after runtime.MemStats
+	for b.Loop() {
+		z = nil
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		z = load(b, kvs)
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if z.Records != n {
+		b.Fatalf("%d records, want %d", z.Records, n)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/record")
+	runtime.KeepAlive(z)
+	runtime.KeepAlive(kvs)
+}
+
 // BenchmarkBurst is one watch response of a rolling update at scale: 100
 // endpoints of one service replaced (100 puts, 100 deletes) in a zone of a
 // million, as bench/scale's bursts deliver them.

@@ -235,3 +235,42 @@ func TestGrowingZoneKeepsOlderSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// A load's origin table is dropped once the load is done: its records
+// keep their objects' Origins, and a later change of an object makes it a
+// new one that the records changed with it share.
+func TestLoadDropsTheOriginTable(t *testing.T) {
+	kv := func(svc, id, ip string) KV {
+		return KV{Key: "/skydns/local/cluster/svc/ns/" + svc + "/" + id,
+			Value: []byte(`{"host":"` + ip + `","cluster":"east","source":"service/ns/` + svc + `"}`)}
+	}
+	z := load(t, []KV{kv("a", "1", "10.0.0.1"), kv("a", "2", "10.0.0.2"), kv("b", "1", "10.0.1.1")})
+	if n := len(z.line.origins); n != 0 {
+		t.Fatalf("%d origins kept after the load, want none", n)
+	}
+	a := z.Node("a.ns.svc.cluster.local").Entries()
+	if len(a) != 2 || a[0].Origin() != a[1].Origin() || a[0].Origin().Source != "service/ns/a" {
+		t.Fatalf("a's loaded entries %v: want two of one Origin, service/ns/a", a)
+	}
+	bt := z.Edit()
+	for _, kv := range []KV{kv("b", "2", "10.0.1.2"), kv("b", "3", "10.0.1.3")} {
+		owner, e, err := z.Parse(kv.Key, kv.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt.Put(owner, e)
+	}
+	z = bt.Done(2)
+	b := z.Node("b.ns.svc.cluster.local").Entries()
+	if len(b) != 3 {
+		t.Fatalf("b has %d entries, want 3", len(b))
+	}
+	for _, e := range b {
+		if o := e.Origin(); o.Cluster != "east" || o.Source != "service/ns/b" {
+			t.Fatalf("b's entry has origin %+v", o)
+		}
+	}
+	if b[1].Origin() != b[2].Origin() || len(z.line.origins) != 1 {
+		t.Fatalf("the change's two records have origins %p and %p, %d in the table: want one, shared", b[1].Origin(), b[2].Origin(), len(z.line.origins))
+	}
+}
