@@ -468,3 +468,72 @@ func TestLoadsShareARevision(t *testing.T) {
 		t.Fatalf("after a compaction at %d, past the shared revision: loaded %d records at %d, want %d at %d", compacted, third.Zone("cluster.local").Records, third.Rev, 3*testPageSize+1, compacted)
 	}
 }
+
+// An etcd grpc-proxy keeps answering a page at a revision etcd has since
+// compacted (it never sees the compaction), so a load at the shared
+// revision can succeed there and the watch after it be refused. The relist
+// that follows must not load at that revision again, or it would loop on
+// the cached pages forever.
+func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	const step = 64
+	for i := range 10 {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.0.%d"}`, i+1))
+	}
+	rev := mustPut(t, cli, "/elsewhere/tick", "0")
+	for rev < step || rev%step != step/2 {
+		rev = mustPut(t, cli, "/elsewhere/tick", "0")
+	}
+	// A cache of serializable pages at a fixed revision, as the proxy's.
+	var mu sync.Mutex
+	cache := map[string]*etcdserverpb.RangeResponse{}
+	caching := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		r, ok := req.(*etcdserverpb.RangeRequest)
+		if !ok || !r.Serializable || r.Revision == 0 {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		key := r.String()
+		mu.Lock()
+		hit := cache[key]
+		mu.Unlock()
+		if hit != nil {
+			*reply.(*etcdserverpb.RangeResponse) = *hit
+			return nil
+		}
+		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		mu.Lock()
+		cache[key] = reply.(*etcdserverpb.RangeResponse)
+		mu.Unlock()
+		return nil
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(caching)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	newStore := func() *Store {
+		s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s.pageSize, s.step = testPageSize, step
+		return s
+	}
+	runStore(t, newStore()) // fills the cache at the shared revision
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/late/x", `{"host":"10.2.0.1"}`)
+	compacted := mustPut(t, cli, "/elsewhere/tick", "1")
+	if _, err := cli.Compact(context.Background(), compacted); err != nil {
+		t.Fatal(err)
+	}
+
+	s := newStore()
+	runStore(t, s) // loaded at the shared revision from the cache
+	eventually(t, "the record written after the compacted revision", func() bool {
+		return len(addrs(s.Snapshot(), "late.ns.svc.cluster.local")) == 1
+	})
+	if n := value(s.restarts.WithLabelValues(ReasonCompacted)); n != 1 {
+		t.Fatalf("%v relists after compaction, want the one", n)
+	}
+}
