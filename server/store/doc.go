@@ -99,8 +99,8 @@
 // serves from its own store, at one revision: the cluster's, read with one
 // linearizable request, rounded down to a multiple of RevisionStep. So the
 // frontends starting together ask for the same pages, and an etcd
-// grpc-proxy answers all but the first of each from its cache; each watch
-// replays the few transactions since.
+// grpc-proxy answers those asked for after the first answer from its
+// cache; each watch replays the few transactions since.
 // Every page after the first stops where about a page of keys is expected
 // to end (stops.go), because etcd counts each limited read's keys to its
 // stop: read to the zone's end, the pages of a million-key zone made it
@@ -111,10 +111,10 @@
 // page can take etcd longer than the request timeout, and starting the
 // load over would ask again for every page etcd is still serving. All
 // prefixes are watched on one gRPC stream (the watches share a context).
-// Readiness comes only after the first whole load. That load may be up to
-// RevisionStep-1 transactions behind the cluster for the milliseconds its
-// watch takes to replay them: the bargain Kubernetes' informers make when
-// they list from the apiserver's cache.
+// Readiness comes only after the first whole load, and once its watch has
+// shown the cluster's revision read before it (or, through a proxy that
+// cannot be asked for progress, after the liveness timeout): the shared
+// revision may be up to RevisionStep-1 transactions older.
 //
 // etcdns_dnsd_snapshot_staleness_seconds says how long the snapshot may
 // have been behind (0 while the stream is proven within the timeout and

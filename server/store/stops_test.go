@@ -117,12 +117,7 @@ func TestLoadPagesStopShort(t *testing.T) {
 		}
 		return err
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := interceptedClient(t, cli, count)
 	s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.pageSize = page
 	runStore(t, s)

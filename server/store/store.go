@@ -39,13 +39,11 @@ const PageSize = 50_000
 // every page at that revision rounded down to a multiple of the step, so
 // that the frontends of a fleet started together (a DaemonSet rollout, a
 // cluster restart) ask for the same pages at the same revision, and an
-// etcd grpc-proxy answers all but the first from its cache: a page at a
-// fixed revision never changes. Each frontend's watch then replays the
-// at most RevisionStep-1 transactions between the two, which takes
-// milliseconds. This is the bargain Kubernetes' informers make when they
-// list at resourceVersion 0 from the apiserver's cache: a start from a
-// slightly older point, caught up by the watch, instead of every client
-// reading the newest state from etcd. A cluster that keeps less history
+// etcd grpc-proxy answers each request that comes after the first answer
+// is in its cache (it has no single-flight for those that come sooner): a
+// page at a fixed revision never changes. Each frontend's watch then
+// replays the at most RevisionStep-1 transactions between the two before
+// the frontend is ready (see caughtUp). A cluster that keeps less history
 // than a step (the rounded revision compacted) is read at its revision.
 const RevisionStep = 1024
 
@@ -108,6 +106,11 @@ type Store struct {
 	// having seen the compaction, and the frontend would relist forever.
 	// Only Run's goroutine uses it.
 	gone int64
+	// readyAt is the cluster's revision the first load's watch must show
+	// before the store is ready, or 0 once it is; readyBy ends the wait
+	// (caughtUp). Only Run's goroutine uses them.
+	readyAt int64
+	readyBy time.Time
 
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
@@ -436,7 +439,7 @@ func (s *Store) Run(ctx context.Context) error {
 	go s.learnMembers(ctx)
 	for {
 		if cur == nil {
-			loaded, err := s.load(ctx)
+			loaded, now, err := s.load(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -453,9 +456,10 @@ func (s *Store) Run(ctx context.Context) error {
 			s.publish(loaded)
 			s.proven()
 			if first {
-				close(s.ready)
 				first = false
-				s.log.Info("loaded all zones", "revision", loaded.Rev, "records", countRecords(loaded))
+				s.log.Info("loaded all zones", "revision", loaded.Rev, "cluster_revision", now, "records", countRecords(loaded))
+				s.readyAt, s.readyBy = now, time.Now().Add(s.live.Timeout)
+				s.caughtUp(loaded.Rev)
 			} else {
 				s.log.Info("relisted all zones", "revision", loaded.Rev, "records", countRecords(loaded))
 			}
@@ -464,6 +468,7 @@ func (s *Store) Run(ctx context.Context) error {
 			}
 			cur = loaded
 		}
+		s.caughtUp(cur.Rev) // a watch that keeps failing still ends the wait
 		e := s.endpoints[ep]
 		s.setEndpoint(e.Name)
 		began := time.Now()
@@ -571,28 +576,31 @@ func (s *Store) publish(sn *snap.Snapshot) {
 // load reads every zone at a single revision, shared with the frontends
 // loading about now (see RevisionStep), so the snapshot is one point in
 // etcd's history even when the load takes several requests.
-func (s *Store) load(ctx context.Context) (*snap.Snapshot, error) {
+func (s *Store) load(ctx context.Context) (sn *snap.Snapshot, now int64, err error) {
 	// Linearizable, so that the load is never of a point older than a
 	// step before the cluster's. One key, counted only: it costs the
 	// leader a read index and etcd next to nothing.
+	if s.oneKey == "" {
+		return nil, 0, fmt.Errorf("zone %s: prefix %q is not valid", s.zones[0].Name, s.zones[0].Prefix)
+	}
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	resp, err := s.cli.Get(rctx, s.oneKey, clientv3.WithCountOnly())
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("reading the cluster's revision: %w", err)
+		return nil, 0, fmt.Errorf("reading the cluster's revision: %w", err)
 	}
-	now := resp.Header.Revision
+	now = resp.Header.Revision
 	at := sharedRevision(now, s.step)
 	if at <= s.gone {
 		at = now
 	}
-	sn, err := s.loadAt(ctx, at)
+	sn, err = s.loadAt(ctx, at)
 	if at != now && errors.Is(err, rpctypes.ErrCompacted) {
 		s.gone = max(s.gone, at)
 		s.log.Info("the shared load revision is compacted; loading at the cluster's", "shared", at, "revision", now)
 		sn, err = s.loadAt(ctx, now)
 	}
-	return sn, err
+	return sn, now, err
 }
 
 // sharedRevision is rev rounded down to a multiple of step, or rev itself
@@ -602,6 +610,27 @@ func sharedRevision(rev, step int64) int64 {
 		return rev
 	}
 	return rev - rev%step
+}
+
+// caughtUp makes the store ready once the first load's watch has shown
+// the cluster's revision read before the load (shown: the revision up to
+// which it has delivered every change), so that a frontend is never ready
+// with the older, shared revision's records: a name created since would
+// be answered NXDOMAIN, and cached so. Kubernetes' apiserver waits the
+// same way before it serves a consistent list from its watch cache. A
+// stream through an etcd grpc-proxy cannot be asked for progress, and
+// shows nothing where nothing changed, so the wait ends after the
+// liveness timeout regardless; the replay, when there is one, comes well
+// within it.
+func (s *Store) caughtUp(shown int64) {
+	if s.readyAt == 0 || shown < s.readyAt && time.Now().Before(s.readyBy) {
+		return
+	}
+	if shown < s.readyAt {
+		s.log.Info("ready before the watch showed the cluster's revision (no progress answers through this endpoint)", "revision", s.readyAt, "shown", shown)
+	}
+	s.readyAt = 0
+	close(s.ready)
 }
 
 // loadAt reads every zone at rev.
@@ -633,10 +662,9 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 			}
 		}
 		// Deletions leave no trace in a range, so the serial is the load's
-		// revision until a change moves it on. Each frontend has its own
-		// (they load at different revisions), and a restart may take it
-		// back by less than a RevisionStep; nothing transfers zones by it
-		// (AXFR and IXFR are refused).
+		// revision until a change moves it on. Each frontend has its own,
+		// and a restart may take it back by less than a RevisionStep;
+		// nothing transfers zones by it (AXFR and IXFR are refused).
 		out = append(out, b.Done(uint32(rev)))
 	}
 	return snap.NewSnapshot(rev, out), nil
@@ -941,6 +969,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			continue
 		case <-tick.C:
+			s.caughtUp(shown)
 			// A stopped member or proxy refuses the connection at once,
 			// but etcd's client only retries it, on the same endpoint,
 			// and waits for it to be ready: the stream would wait out the
@@ -1047,6 +1076,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			held = true
 			shown = max(shown, r.resp.Header.Revision)
 			s.shown(shown)
+			s.caughtUp(shown)
+		}
+		if r.resp.Created && s.readyAt != 0 && !s.noProgress[ep.Name] {
+			ask() // the quickest way to show the revision readiness waits for
 		}
 		if len(r.resp.Events) == 0 {
 			// Progress: nothing changed in our prefixes up to this revision.
@@ -1104,12 +1137,14 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// tree in a shared etcd): republishing would only throw away
 			// the response cache that hangs off the snapshot.
 			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
+			s.caughtUp(shown)
 			continue
 		}
 		// A stream of changes that never pauses still gets its tables
 		// packed, less often.
 		cur, _ = next.Pack(packBusy)
 		s.publish(cur)
+		s.caughtUp(shown)
 		// The time spent applying is ours, not the stream's silence.
 		last = time.Now()
 		applied = last

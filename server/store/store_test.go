@@ -39,6 +39,21 @@ func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
 	return s
 }
 
+// interceptedClient is a client of cli's endpoints whose unary requests
+// pass through f first, closed when the test ends.
+func interceptedClient(t *testing.T, cli *clientv3.Client, f grpc.UnaryClientInterceptor) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(f)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // runStore runs s until the test ends and waits for its first load.
 func runStore(t *testing.T, s *Store) {
 	t.Helper()
@@ -314,14 +329,7 @@ func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(slow)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := interceptedClient(t, cli, slow)
 	timeout := 300 * time.Millisecond
 	s := New(c, testZones, timeout, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.pageSize = testPageSize
@@ -424,23 +432,25 @@ func TestLoadsShareARevision(t *testing.T) {
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		c, err := clientv3.New(clientv3.Config{
-			Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(record)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
+		c := interceptedClient(t, cli, record)
 		s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.pageSize, s.step = testPageSize, step
-		var loaded *snap.Snapshot
-		s.afterLoad = func() { loaded = s.Snapshot() }
+		loaded := make(chan *snap.Snapshot, 1)
+		s.afterLoad = func() {
+			select {
+			case loaded <- s.Snapshot():
+			default:
+			}
+		}
 		runStore(t, s)
-		eventually(t, "the late record", func() bool { return len(addrs(s.Snapshot(), "late.ns.svc.cluster.local")) == 1 })
+		// Ready only once the watch has replayed what the shared revision
+		// lacks.
+		if got := addrs(s.Snapshot(), "late.ns.svc.cluster.local"); len(got) != 1 {
+			t.Fatalf("ready without the record written after the shared revision: %v", got)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		return s, loaded, slices.Clone(reqs)
+		return s, <-loaded, slices.Clone(reqs)
 	}
 
 	_, first, firstReqs := start()
@@ -508,14 +518,7 @@ func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(caching)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	c := interceptedClient(t, cli, caching)
 	newStore := func() *Store {
 		s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		s.pageSize, s.step = testPageSize, step
