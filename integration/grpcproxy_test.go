@@ -451,7 +451,7 @@ func TestGRPCProxySharesLoads(t *testing.T) {
 	if m2 != m1 || h2-h1 < pages {
 		t.Errorf("the second frontend's load: %v misses and %v hits, want none and a page a zone (%d) at least", m2-m1, h2-h1, pages)
 	}
-	if log := faultLog(t, second.Process); !strings.Contains(log, fmt.Sprintf("revision=%d", rev)) {
+	if log := faultLog(t, second.Process); !strings.Contains(log, fmt.Sprintf(`msg="loaded all zones" revision=%d `, rev)) {
 		t.Errorf("the second frontend's log does not show its load at revision %d", rev)
 	}
 }

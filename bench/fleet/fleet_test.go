@@ -39,6 +39,7 @@ import (
 
 	"github.com/miekg/dns"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -89,6 +90,19 @@ func TestFleet(t *testing.T) {
 		duration: time.Duration(env(t, "DURATION", 10)) * time.Second,
 		jitter:   env(t, "START_JITTER_MS", -1),
 		pin:      env(t, "PIN", 0) == 1,
+	}
+	if base.pin {
+		// The CPUs this process may use, which in a container need not be
+		// 0..N-1; read before a run pins it to one of them.
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			t.Fatal(err)
+		}
+		for c := range 1024 {
+			if set.IsSet(c) {
+				base.cpus = append(base.cpus, strconv.Itoa(c))
+			}
+		}
 	}
 	if base.members != 1 && base.members != 3 {
 		t.Fatalf("MEMBERS=%d: 1 or 3", base.members)
@@ -250,6 +264,7 @@ type fleet struct {
 	n, proxies, members, writers, services, changes int
 	jitter                                          int // dnsd's start jitter in ms; < 0: its default
 	pin                                             bool
+	cpus                                            []string // PIN: the CPUs the bench may use
 	duration                                        time.Duration
 }
 
@@ -356,7 +371,10 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		taskset := harness.SystemTool(t, "taskset")
 		next := 0
 		own := func(pid int) {
-			if out, err := exec.Command(taskset, "-a", "-p", "-c", strconv.Itoa(next), strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			if next >= len(f.cpus)-1 {
+				t.Fatalf("PIN: %d members, %d proxies and this process need %d CPUs of %d, and the frontends one more", len(members), k, len(members)+k+1, len(f.cpus))
+			}
+			if out, err := exec.Command(taskset, "-a", "-p", "-c", f.cpus[next], strconv.Itoa(pid)).CombinedOutput(); err != nil {
 				t.Fatalf("taskset: %v: %s", err, out)
 			}
 			next++
@@ -368,10 +386,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 			own(p.Pid())
 		}
 		own(os.Getpid())
-		if next >= runtime.NumCPU() {
-			t.Fatalf("PIN: %d members, %d proxies and this process take %d cores of %d: none left for the frontends", len(members), k, next, runtime.NumCPU())
-		}
-		pin = []string{taskset, "-c", fmt.Sprintf("%d-%d", next, runtime.NumCPU()-1)}
+		pin = []string{taskset, "-c", strings.Join(f.cpus[next:], ",")}
 	}
 
 	// The writers: CHANGES readdresses a second in all, each writer its

@@ -163,7 +163,7 @@ var (
 // once per test binary run and returns the path of the executable. Where
 // ETCDNS_BIN_DIR is set, the binary of that name in it is used instead and
 // nothing is built: a bench compiled here can then run on a machine that
-// has no Go (bench/device.sh).
+// has no Go (bench/remote.sh).
 func BuildBinary(t testing.TB, pkg string) string {
 	t.Helper()
 	if dir := os.Getenv("ETCDNS_BIN_DIR"); dir != "" {

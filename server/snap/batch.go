@@ -195,10 +195,11 @@ func (b *Batch) Done(serial uint32) *Zone {
 	b.z.Serial = serial
 	if b.load {
 		// The origin table has done its work: the load's records share
-		// their objects' Origins. Kept, it would be a map entry for every
-		// object (a quarter of a zone of one record an object); dropped,
-		// a later change of an object makes it a new Origin once, which
-		// the records changed with it share.
+		// their objects' Origins. Kept, it would hold an entry for each
+		// object, up to maxOrigins: where an object has one record, about
+		// a sixth of the zone's memory (BenchmarkLoadServices). Dropped, a
+		// later change of an object makes it a new Origin once, which the
+		// records changed with it share.
 		b.z.line.origins = map[[2]string]*Origin{}
 	}
 	z := b.z
