@@ -577,12 +577,12 @@ func (s *Store) publish(sn *snap.Snapshot) {
 // loading about now (see RevisionStep), so the snapshot is one point in
 // etcd's history even when the load takes several requests.
 func (s *Store) load(ctx context.Context) (sn *snap.Snapshot, now int64, err error) {
-	// Linearizable, so that the load is never of a point older than a
-	// step before the cluster's. One key, counted only: it costs the
-	// leader a read index and etcd next to nothing.
 	if s.oneKey == "" {
 		return nil, 0, fmt.Errorf("zone %s: prefix %q is not valid", s.zones[0].Name, s.zones[0].Prefix)
 	}
+	// Linearizable, so that the load is never of a point older than a
+	// step before the cluster's. One key, counted only: it costs the
+	// leader a read index and etcd next to nothing.
 	rctx, cancel := context.WithTimeout(ctx, s.timeout)
 	resp, err := s.cli.Get(rctx, s.oneKey, clientv3.WithCountOnly())
 	cancel()
