@@ -137,3 +137,25 @@ func waitProcState(t *testing.T, pid int, ok func(string) bool) {
 	}
 	t.Fatalf("process %d stuck in state %q", pid, state)
 }
+
+// Pause returns only once every thread of the process has stopped, so a
+// request sent after it cannot be answered.
+func TestPauseWaitsForTheStop(t *testing.T) {
+	t.Parallel()
+	p := StartProcess(t, "/bin/sleep", []string{"60"}, nil, nil)
+	if stopped(p.Pid()) {
+		t.Fatal("a running process reads as stopped")
+	}
+	p.Pause()
+	if !stopped(p.Pid()) {
+		t.Fatal("Pause returned before the process stopped")
+	}
+	p.Resume()
+	deadline := time.Now().Add(2 * time.Second)
+	for stopped(p.Pid()) {
+		if time.Now().After(deadline) {
+			t.Fatal("the process still reads as stopped 2 s after Resume")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

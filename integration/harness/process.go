@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -180,7 +181,40 @@ func (p *Process) Kill() {
 }
 
 // Pause freezes the process (SIGSTOP), for example to simulate a hung peer.
-func (p *Process) Pause() { p.signal(syscall.SIGSTOP) }
+// It returns once every thread of it has stopped: the signal only asks,
+// and on a busy machine a thread can still answer a request sent just
+// after it (TestEtcd saw one).
+func (p *Process) Pause() {
+	p.signal(syscall.SIGSTOP)
+	pid := p.Pid()
+	for deadline := time.Now().Add(2 * time.Second); pid != 0 && !stopped(pid); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			p.t.Errorf("%s did not stop within 2 s of SIGSTOP", p.Name)
+			return
+		}
+	}
+}
+
+// stopped reports whether every thread of pid is stopped, or pid is gone.
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread has exited
+		}
+		// The state follows the command name, which is in parentheses
+		// and may itself hold spaces or parentheses.
+		_, rest, ok := strings.Cut(string(b[bytes.LastIndexByte(b, ')')+1:]), " ")
+		if !ok || rest == "" || rest[0] != 'T' && rest[0] != 't' {
+			return false
+		}
+	}
+	return true
+}
 
 // Resume continues a paused process (SIGCONT).
 func (p *Process) Resume() { p.signal(syscall.SIGCONT) }
