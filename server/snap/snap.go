@@ -180,11 +180,20 @@ type lineage struct {
 	batches uint32 // Edit calls, so a node knows which batch made it
 }
 
+// KeyRange is the etcd key range the zone's records are under ("" if the
+// prefix or name is not valid).
+func (c Config) KeyRange() string {
+	k, err := keys.Key(c.Prefix, c.Name)
+	if err != nil {
+		return ""
+	}
+	return k + "/"
+}
+
 // NewZone returns an empty zone.
 func NewZone(c Config) *Zone {
 	z := &Zone{Config: c, Reverse: keys.IsReverseZone(c.Name)}
-	if k, err := keys.Key(c.Prefix, c.Name); err == nil {
-		z.Range = k + "/"
+	if z.Range = c.KeyRange(); z.Range != "" {
 		z.stubRange, _ = keys.StubRange(c.Prefix, c.Name)
 	}
 	z.names = []*leaf{new(leaf)}

@@ -173,7 +173,7 @@ type Malformed struct {
 func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg prometheus.Registerer, log *slog.Logger) *Store {
 	s := &Store{
 		cli: cli, zones: zones, timeout: timeout, log: log, pageSize: PageSize, step: RevisionStep,
-		oneKey: snap.NewZone(zones[0]).Range,
+		oneKey: zones[0].KeyRange(),
 		ready:  make(chan struct{}),
 		bad:    map[string]Malformed{},
 
