@@ -3,16 +3,12 @@ package store
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
@@ -118,7 +114,7 @@ func TestLoadPagesStopShort(t *testing.T) {
 		return err
 	}
 	c := interceptedClient(t, cli, count)
-	s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := quietStore(c)
 	s.pageSize = page
 	runStore(t, s)
 	z := s.Snapshot().Zone("cluster.local")

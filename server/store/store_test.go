@@ -31,9 +31,14 @@ var testZones = []snap.Config{
 // testPageSize makes the loads of these tests take several pages.
 const testPageSize = 100
 
+// quietStore is a store of testZones on c that logs nothing.
+func quietStore(c *clientv3.Client) *Store {
+	return New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
 func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
 	t.Helper()
-	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := quietStore(cli)
 	s.afterLoad, s.pageSize = hook, testPageSize
 	runStore(t, s)
 	return s
@@ -433,7 +438,7 @@ func TestLoadsShareARevision(t *testing.T) {
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
 		c := interceptedClient(t, cli, record)
-		s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s := quietStore(c)
 		s.pageSize, s.step = testPageSize, step
 		loaded := make(chan *snap.Snapshot, 1)
 		s.afterLoad = func() {
@@ -520,7 +525,7 @@ func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 	}
 	c := interceptedClient(t, cli, caching)
 	newStore := func() *Store {
-		s := New(c, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		s := quietStore(c)
 		s.pageSize, s.step = testPageSize, step
 		return s
 	}
