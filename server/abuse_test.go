@@ -597,7 +597,7 @@ func TestCacheBytesBound(t *testing.T) {
 	var sum int64
 	n := 0
 	for i := range c.shards {
-		for _, e := range c.shards[i].m {
+		c.shards[i].idx.each(func(e *cached) {
 			sum += e.size
 			n++
 			for o := range e.orders {
@@ -606,7 +606,7 @@ func TestCacheBytesBound(t *testing.T) {
 				}
 			}
 			sum -= int64(len(e.key) + entryCost)
-		}
+		})
 	}
 	if got := c.bytes.Load(); got > 64<<10 || got < 32<<10 {
 		t.Errorf("%d bytes cached; want the cache full to at most 64 KiB", got)
@@ -685,12 +685,10 @@ func TestCacheConcurrentFlood(t *testing.T) {
 	c, _ := srv.cacheFor(srv.snapshot())
 	var sum int64
 	for i := range c.shards {
-		if len(c.shards[i].m) != len(c.shards[i].ring) || len(c.shards[i].m) > 4 {
-			t.Errorf("shard %d: %d entries, %d in its ring; at most 4", i, len(c.shards[i].m), len(c.shards[i].ring))
+		if live := c.shards[i].idx.live; live != len(c.shards[i].ring) || live > 4 {
+			t.Errorf("shard %d: %d entries, %d in its ring; at most 4", i, live, len(c.shards[i].ring))
 		}
-		for _, e := range c.shards[i].m {
-			sum += e.size
-		}
+		c.shards[i].idx.each(func(e *cached) { sum += e.size })
 	}
 	if got := c.bytes.Load(); got != sum || got > 16<<10+4*1024 {
 		t.Errorf("%d bytes accounted, entries hold %d; bound %d plus a response per racing reader", got, sum, 16<<10)

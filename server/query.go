@@ -28,8 +28,8 @@ const (
 	// cacheLimit bounds the entries and cacheBytes what they hold, keys
 	// and responses: a flood of random names, each a NXDOMAIN of its own,
 	// would otherwise grow the cache until the next snapshot. Once full,
-	// each new entry evicts one. At the limits a cache holds about 34 MiB
-	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it: 543
+	// each new entry evicts one. At the limits a cache holds about 32 MiB
+	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it: 505
 	// bytes an entry, 390 accounted), or 32 MiB of large answers. Under
 	// a small memory limit both shrink (cacheBounds).
 	cacheLimit  = 1 << 16
@@ -37,7 +37,7 @@ const (
 	cacheShards = 64
 
 	// entryCost is what an entry holds besides its key and responses: its
-	// map slot and ring slot, the entry, its slices and allocation
+	// index and ring slots, the entry, its slices and allocation
 	// rounding; measured, so the bytes accounted are about the heap used.
 	entryCost = 224
 
@@ -85,11 +85,11 @@ type respCache struct {
 // asking survives it as long as it is asked once per sweep, about every
 // cacheLimit new entries.
 type cacheShard struct {
-	mu   sync.RWMutex
-	m    map[string]*cached
+	idx  index // lookups take no lock (cacheindex.go)
+	mu   sync.Mutex
 	ring []*cached
 	hand int
-	_    [64]byte // the next shard's lock on another cache line: readers on two cores must not share one
+	_    [64]byte // the next shard's index on another cache line
 }
 
 // A cache full of small entries is tens of MiB, and each of an entry's
@@ -116,23 +116,29 @@ type cached struct {
 	gen   atomic.Uint64
 	reads answer.Reads
 
-	// Set and read under the shard's lock.
+	// Set before the entry enters the index, and never after.
 	key  string
+	hash uint64 // of key: its shard and its place in the shard's index
+
+	// Set and read under the shard's lock.
 	size int64 // accounted bytes
-	slot int   // index in the shard's ring
+	slot int   // index in the shard's ring; -1 once removed
 }
 
-func (c *respCache) shard(key []byte) *cacheShard {
-	return &c.shards[maphash.Bytes(cacheSeed, key)%cacheShards]
+// shard returns key's shard and hash.
+func (c *respCache) shard(key []byte) (*cacheShard, uint64) {
+	h := maphash.Bytes(cacheSeed, key)
+	return &c.shards[h%cacheShards], h
 }
+
+// shardLimit is how many entries one shard holds at most.
+func (c *respCache) shardLimit() int { return int(c.maxEntries / cacheShards) }
 
 // get returns the entry for key that stands in sn, the snapshot of view
 // gen, or nil.
 func (c *respCache) get(key []byte, sn *snap.Snapshot, gen uint64) *cached {
-	sh := c.shard(key)
-	sh.mu.RLock()
-	e := sh.m[string(key)]
-	sh.mu.RUnlock()
+	sh, h := c.shard(key)
+	e := sh.idx.get(h, key)
 	if e == nil || e.gen.Load() != gen && !c.carry(sh, e, sn, gen) {
 		return nil
 	}
@@ -155,7 +161,7 @@ func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot, gen uint
 	switch at := e.gen.Load(); {
 	case at == gen:
 		return true // another query carried it
-	case sh.m[e.key] != e || at > gen:
+	case e.slot < 0 || at > gen:
 		return false
 	}
 	serial, ok := e.reads.Stands(sn)
@@ -186,10 +192,10 @@ func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot, gen uint
 // make room; when it cannot, or a response is too large to be worth a
 // sixteenth of the cache, the entry or response is left out.
 func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, gen uint64) *cached {
-	sh := c.shard(key)
+	sh, h := c.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[string(key)]
+	e := sh.idx.get(h, key)
 	if at := e.genOr(gen); at != gen {
 		if at > gen {
 			return e // built from an older snapshot than e's
@@ -205,11 +211,8 @@ func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, gen
 		if !c.room(sh, size, nil) {
 			return e
 		}
-		if sh.m == nil {
-			sh.m = make(map[string]*cached)
-		}
-		e.key, e.size, e.slot = k, size, len(sh.ring)
-		sh.m[k] = e
+		e.key, e.hash, e.size, e.slot = k, h, size, len(sh.ring)
+		sh.idx.put(e, c.shardLimit())
 		sh.ring = append(sh.ring, e)
 		c.bytes.Add(size)
 	}
@@ -230,7 +233,7 @@ func (c *respCache) room(sh *cacheShard, size int64, keep *cached) bool {
 	if size > c.maxBytes/16 {
 		return false
 	}
-	for keep == nil && int64(len(sh.m)) >= c.maxEntries/cacheShards || c.bytes.Load()+size > c.maxBytes {
+	for keep == nil && sh.idx.live >= c.shardLimit() || c.bytes.Load()+size > c.maxBytes {
 		if !c.evict(sh, keep) {
 			return false
 		}
@@ -273,7 +276,8 @@ func (c *respCache) remove(sh *cacheShard, e *cached) {
 	sh.ring[e.slot], moved.slot = moved, e.slot
 	sh.ring[last] = nil
 	sh.ring = sh.ring[:last]
-	delete(sh.m, e.key)
+	e.slot = -1
+	sh.idx.drop(e)
 	c.bytes.Add(-e.size)
 }
 
@@ -282,9 +286,9 @@ func (c *respCache) entries() int {
 	n := 0
 	for i := range c.shards {
 		sh := &c.shards[i]
-		sh.mu.RLock()
-		n += len(sh.m)
-		sh.mu.RUnlock()
+		sh.mu.Lock()
+		n += sh.idx.live
+		sh.mu.Unlock()
 	}
 	return n
 }
@@ -363,30 +367,55 @@ type worker struct {
 	// A UDP batch's answers leave in one sendmmsg, so the batch's time is
 	// each one's latency: the clock is read at the batch's two ends, not
 	// twice per query, which costs a cached answer a measurable share.
-	batchStart time.Time // zero: handle times each query itself
-	timed      []latN    // answers since batchStart per zone, for endBatch
-	pf         int       // protocol and family of the query being handled (pfOf)
+	// Its counts are added once per cell at the end too: every core
+	// answering the same question adds to the same counter, and adding
+	// once per query made that counter's cache line bounce between cores.
+	batchStart time.Time     // zero: handle counts and times each query itself
+	tallies    []tally       // answers since batchStart, for endBatch
+	searches   []searchTally // searches replayed since batchStart, for endBatch
+	pf         int           // protocol and family of the query being handled (pfOf)
 }
 
-// latN is a number of answers in one zone's latency cell.
-type latN struct {
-	l *latCell
+// tally is a number of answers counted in one cell, of one protocol and
+// family.
+type tally struct {
+	c  *queryCell
+	pf int
+	n  uint64
+}
+
+// searchTally is a number of searches counted in one counter.
+type searchTally struct {
+	c prometheus.Counter
 	n uint64
 }
 
-// startBatch and endBatch bracket a batch of queries; handle counts
-// the answers in between, and endBatch observes the batch's latency once
-// per answer.
+// startBatch and endBatch bracket a batch of queries, and handle tallies
+// the answers in between. addBatch adds the tallies to their cells before
+// the answers are sent, so that a client that has its answer sees it
+// counted; endBatch, once they are sent, observes the batch's latency once
+// per answer, and the worker counts each answer as it comes again.
 func (w *worker) startBatch() { w.batchStart = time.Now() }
 
-func (w *worker) endBatch() {
-	if len(w.timed) > 0 {
-		d := time.Since(w.batchStart)
-		for _, t := range w.timed {
-			t.l.observeN(d, t.n)
-		}
-		w.timed = w.timed[:0]
+func (w *worker) addBatch() {
+	for _, t := range w.tallies {
+		t.c.n[t.pf].Add(t.n)
 	}
+	for _, t := range w.searches {
+		t.c.Add(float64(t.n))
+	}
+	w.searches = w.searches[:0]
+}
+
+func (w *worker) endBatch() {
+	if len(w.tallies) > 0 {
+		d := time.Since(w.batchStart)
+		for _, t := range w.tallies {
+			t.c.lat.observeN(d, t.n)
+		}
+		w.tallies = w.tallies[:0]
+	}
+	w.batchStart = time.Time{}
 }
 
 // now is when the query being handled was read: the batch's start, or
@@ -398,20 +427,42 @@ func (w *worker) now() time.Time {
 	return w.batchStart
 }
 
-// observe records one answer's latency in l, its zone's, now or at the
-// batch's end.
-func (w *worker) observe(start time.Time, l *latCell) {
-	if !w.batchStart.IsZero() {
-		for i := range w.timed {
-			if w.timed[i].l == l {
-				w.timed[i].n++
-				return
-			}
-		}
-		w.timed = append(w.timed, latN{l, 1}) // a batch's zones are few; the slice is kept
+// count counts one answer in c, and its latency in c's zone, now or at
+// the batch's end.
+func (w *worker) count(start time.Time, c *queryCell) {
+	if w.batchStart.IsZero() {
+		c.inc(w.pf)
+		c.lat.observeN(time.Since(start), 1)
 		return
 	}
-	l.observeN(time.Since(start), 1)
+	for i := range w.tallies {
+		if t := &w.tallies[i]; t.c == c && t.pf == w.pf {
+			t.n++
+			return
+		}
+	}
+	w.tallies = append(w.tallies, tally{c, w.pf, 1}) // a batch's cells are few; the slice is kept
+}
+
+// replay counts the searches of a cached answer again, now or at the
+// batch's end.
+func (w *worker) replay(searched []prometheus.Counter) {
+	if w.batchStart.IsZero() {
+		for _, c := range searched {
+			c.Inc()
+		}
+		return
+	}
+next:
+	for _, c := range searched {
+		for i := range w.searches {
+			if w.searches[i].c == c {
+				w.searches[i].n++
+				continue next
+			}
+		}
+		w.searches = append(w.searches, searchTally{c, 1})
+	}
 }
 
 // handle returns the response to one query message, or nil to stay
@@ -451,11 +502,8 @@ func (w *worker) handle(b []byte) []byte {
 					copy(out[12:q.qend-4], b[12:q.qend-4]) // 0x20: the question as asked
 				}
 				w.out = out
-				e.counter.inc(w.pf)
-				for _, c := range e.searched {
-					c.Inc()
-				}
-				w.observe(start, e.counter.lat)
+				w.count(start, e.counter)
+				w.replay(e.searched)
 				return out
 			}
 		}
@@ -528,8 +576,8 @@ func (w *worker) handle(b []byte) []byte {
 		return nil
 	}
 	w.out = out
-	counter := s.count(sn, req, m, forwarded, w.pf)
-	w.observe(start, counter.lat)
+	counter := s.cell(sn, req, m, forwarded)
+	w.count(start, counter)
 	if c != nil && ask == nil && !personal && !under && s.cacheable(m) && (e == nil || e.orders[order%len(e.orders)].Load() == nil) {
 		// A fresh entry, also when e exists: an eviction may have taken
 		// it from the cache since it was found.
@@ -579,8 +627,7 @@ func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
 		out = append(out, b[12:qend]...)
 	}
 	w.out = out
-	counter.inc(w.pf)
-	w.observe(start, counter.lat)
+	w.count(start, counter)
 	return out
 }
 

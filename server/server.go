@@ -193,10 +193,9 @@ func (s *Server) pack(m *dns.Msg, size int, buf []byte) (wire []byte, _ *dns.Msg
 	return b, m, false
 }
 
-// count records an answered query, asked over protocol and family pf
-// (pfOf), and returns its cell. forwarded: the answer is an upstream's or
-// a stub domain's.
-func (s *Server) count(sn *snap.Snapshot, req, m *dns.Msg, forwarded bool, pf int) *queryCell {
+// cell returns the cell that counts an answer m to req. forwarded: the
+// answer is an upstream's or a stub domain's.
+func (s *Server) cell(sn *snap.Snapshot, req, m *dns.Msg, forwarded bool) *queryCell {
 	k := cellKey{zone: zoneLabel(sn, req), qtype: "none", rcode: rcodeLabel(m.Rcode)}
 	if req != nil && len(req.Question) > 0 {
 		k.qtype = typeLabel(req.Question[0].Qtype)
@@ -207,9 +206,7 @@ func (s *Server) count(sn *snap.Snapshot, req, m *dns.Msg, forwarded bool, pf in
 	case k.zone != "." && m.Rcode != dns.RcodeFormatError && m.Rcode != dns.RcodeNotImplemented:
 		k.plugin = "etcd"
 	}
-	c := s.qm.cell(k)
-	c.inc(pf)
-	return c
+	return s.qm.cell(k)
 }
 
 // typeLabel keeps the qtype label bounded: random qtypes from the network

@@ -219,8 +219,9 @@ func TestCacheConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// The answers of a UDP batch are timed once, when the batch ends, and
-// each is counted in the latency histogram.
+// The answers of a UDP batch are counted before they are sent (the first
+// built, the others from the cache), and timed once, when the batch ends,
+// each in the latency histogram.
 func TestBatchTimesEachAnswer(t *testing.T) {
 	sn := testSnapshot(t, 3)
 	reg := prometheus.NewRegistry()
@@ -233,19 +234,44 @@ func TestBatchTimesEachAnswer(t *testing.T) {
 	observed := func() uint64 {
 		return histogramCount(t, reg, "etcdns_dnsd_query_duration_seconds")
 	}
+	counted := func() uint64 {
+		return counterSum(t, reg, "coredns_dns_requests_total") + counterSum(t, reg, "etcdns_dnsd_queries_total")
+	}
 	w.startBatch()
 	for range 3 {
 		if w.handle(q) == nil {
 			t.Fatal("no answer")
 		}
 	}
+	w.addBatch()
+	if n := counted(); n != 6 {
+		t.Fatalf("%d counts for a batch of 3 answers, want 3 in each of two counters", n)
+	}
 	if n := observed(); n != 0 {
 		t.Fatalf("%d latencies observed before the batch ended", n)
 	}
 	w.endBatch()
-	if n := observed(); n != 3 {
-		t.Fatalf("%d latencies observed for a batch of 3 answers", n)
+	if n, c := observed(), counted(); n != 3 || c != 6 {
+		t.Fatalf("%d latencies observed and %d counts for a batch of 3 answers", n, c)
 	}
+}
+
+// counterSum is the value of the counter name, summed over its label sets.
+func counterSum(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.Metric {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return uint64(n)
 }
 
 func TestCacheBoundsFollowMemoryLimit(t *testing.T) {

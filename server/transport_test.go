@@ -223,7 +223,7 @@ func TestMixedCaseFromCache(t *testing.T) {
 	c, _ := srv.cacheFor(srv.snapshot())
 	n := 0
 	for i := range c.shards {
-		n += len(c.shards[i].m)
+		n += c.shards[i].idx.live
 	}
 	if n != 1 {
 		t.Fatalf("%d cache entries for three spellings of one question, want 1", n)

@@ -30,7 +30,9 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
-			s.count(sn, req, m, forwarded, pfOf(false, to.Addr())).lat.observeN(time.Since(start), 1)
+			c := s.cell(sn, req, m, forwarded)
+			c.inc(pfOf(false, to.Addr()))
+			c.lat.observeN(time.Since(start), 1)
 		}
 	}()
 	return true

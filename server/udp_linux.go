@@ -70,6 +70,7 @@ func (s *Server) serveUDP(pc *net.UDPConn) error {
 		}
 		b.w.startBatch()
 		b.answer()
+		b.w.addBatch()
 		b.flush()
 		b.w.endBatch()
 	}
