@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -136,6 +137,15 @@ func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error
 // costs nothing while responses are read as they come: it only bounds
 // what etcd may send ahead of the reader.
 const window = 4 << 20
+
+// CallOptions are what clientv3 passes to gRPC with each of its own calls
+// (its defaults; the clients made here keep them). A call made on a
+// client's connection directly, with a codec of its own, passes them
+// itself: without them a Range of more than 4 MiB, a load's page, is
+// refused by gRPC's default receive limit.
+var CallOptions = []grpc.CallOption{
+	grpc.WaitForReady(true), grpc.MaxCallSendMsgSize(2 << 20), grpc.MaxCallRecvMsgSize(math.MaxInt32),
+}
 
 // reconnect caps the wait between connection attempts at a second. gRPC's
 // default grows to two minutes, so after a minute's etcd outage dnsd's

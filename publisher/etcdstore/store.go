@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"slices"
 	"sort"
 	"time"
 	"unsafe"
@@ -316,12 +316,8 @@ func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) 
 	return resp.Header.Revision, nil
 }
 
-// txnCallOpts are what clientv3's Txn passes to gRPC (its defaults, which
-// etcdclient keeps), and gogoCodec.
-var txnCallOpts = []grpc.CallOption{
-	grpc.WaitForReady(true), grpc.MaxCallSendMsgSize(2 << 20), grpc.MaxCallRecvMsgSize(math.MaxInt32),
-	grpc.ForceCodec(gogoCodec{}),
-}
+// txnCallOpts are what clientv3's Txn passes to gRPC, and gogoCodec.
+var txnCallOpts = append(slices.Clip(etcdclient.CallOptions), grpc.ForceCodec(gogoCodec{}))
 
 // txnRequest is the request clientv3's Txn would send for Apply, built
 // without it: through clientv3's Op and Cmp every key was copied twice and
