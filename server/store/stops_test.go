@@ -105,10 +105,10 @@ func TestLoadPagesStopShort(t *testing.T) {
 	var reads, counted int
 	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		err := invoker(ctx, method, req, reply, cc, opts...)
-		if r, ok := reply.(*etcdserverpb.RangeResponse); ok && err == nil && strings.HasPrefix(string(req.(*etcdserverpb.RangeRequest).Key), "/skydns/local/cluster/") {
+		if r, ok := reply.(*rawRange); ok && err == nil && strings.HasPrefix(string(req.(*etcdserverpb.RangeRequest).Key), "/skydns/local/cluster/") {
 			mu.Lock()
 			reads++
-			counted += int(r.Count)
+			counted += int(r.count)
 			mu.Unlock()
 		}
 		return err

@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -115,6 +116,9 @@ type Store struct {
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
 	afterLoad func()
+	// decoded sees each page's buffer once its records are in the batch,
+	// before a later page reuses it; tests scribble on it.
+	decoded func([]byte)
 }
 
 // Endpoint is a client of one etcd member or proxy that the watch may run on.
@@ -646,19 +650,27 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 		b := z.Edit()
 		reserved := false
 		// The next page is asked for while this one is decoded: etcd's
-		// work and ours overlap.
-		pages := make(chan page, 1)
-		go s.fetch(ctx, z.Range, clientv3.GetPrefixRangeEnd(z.Range), rev, pages)
+		// work and ours overlap. A page's buffer goes back to spare once
+		// decoded, for a later page.
+		pages, spare := make(chan page, 1), make(chan *rawRange, 3)
+		go s.fetch(ctx, z.Range, clientv3.GetPrefixRangeEnd(z.Range), rev, pages, spare)
 		for p := range pages {
 			if p.err != nil {
 				return nil, fmt.Errorf("range %s: %w", z.Range, p.err)
 			}
 			if !reserved {
-				b.Reserve(int(p.resp.Count)) // every key of the range, not just this page's
+				b.Reserve(int(p.resp.count)) // every key of the range, not just this page's
 				reserved = true
 			}
-			for _, kv := range p.resp.Kvs {
-				s.put(z, b, view(kv.Key), kv.Value)
+			for _, kv := range p.resp.kvs {
+				s.put(z, b, view(kv.key), kv.value)
+			}
+			if s.decoded != nil {
+				s.decoded(p.resp.buf)
+			}
+			select {
+			case spare <- p.resp:
+			default:
 			}
 		}
 		// Deletions leave no trace in a range, so the serial is the load's
@@ -676,12 +688,13 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 type page struct {
-	resp *clientv3.GetResponse
+	resp *rawRange
 	err  error
 }
 
 // fetch sends the pages of [key, end) at rev to pages, and closes it
-// after the last one or an error.
+// after the last one or an error. It reads each into a buffer from spare
+// when there is one.
 //
 // Every page is serializable: any member answers it from its own store
 // without asking the leader, and an etcd grpc-proxy from its cache once
@@ -698,17 +711,24 @@ type page struct {
 //
 // Each page after the first stops where stops expects about a page of keys
 // to end, so that etcd counts no further.
-func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages chan<- page) {
+func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages chan<- page, spare <-chan *rawRange) {
 	defer close(pages)
 	backoff, deadline := 100*time.Millisecond, s.timeout
 	cut := newStops(key, end, s.pageSize)
 	stop := end
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(stop), clientv3.WithLimit(s.pageSize), clientv3.WithRev(rev), clientv3.WithSerializable()}
+		var resp *rawRange
+		select {
+		case resp = <-spare:
+		default:
+			resp = new(rawRange)
+		}
+		req := &etcdserverpb.RangeRequest{Key: []byte(key), RangeEnd: []byte(stop), Limit: s.pageSize, Revision: rev, Serializable: true}
 		rctx, cancel := context.WithTimeout(ctx, deadline)
-		resp, err := s.cli.Get(rctx, key, opts...)
+		err := s.rangeInto(rctx, req, resp)
 		if errors.Is(err, rpctypes.ErrFutureRev) {
-			resp, err = s.cli.Get(rctx, key, opts[:len(opts)-1]...)
+			req.Serializable = false
+			err = s.rangeInto(rctx, req, resp)
 		}
 		cancel()
 		if err != nil && ctx.Err() == nil && !errors.Is(err, rpctypes.ErrCompacted) {
@@ -729,19 +749,22 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 			return
 		}
 		backoff, deadline = 100*time.Millisecond, s.timeout
+		// Read before the page is sent: its buffer is the loader's then.
+		var mid, last string
+		n := len(resp.kvs)
+		if n > 0 {
+			mid, last = string(resp.kvs[n/2].key), string(resp.kvs[n-1].key)
+		}
+		next, nextStop, more := cut.next(key, mid, last, n, resp.more && n > 0, resp.count)
 		select {
 		case pages <- page{resp: resp}:
 		case <-ctx.Done():
 			return
 		}
-		var mid, last string
-		if n := len(resp.Kvs); n > 0 {
-			mid, last = string(resp.Kvs[n/2].Key), string(resp.Kvs[n-1].Key)
-		}
-		var more bool
-		if key, stop, more = cut.next(key, mid, last, len(resp.Kvs), resp.More && len(resp.Kvs) > 0, resp.Count); !more {
+		if !more {
 			return
 		}
+		key, stop = next, nextStop
 	}
 }
 

@@ -489,6 +489,15 @@ func TestLoadsShareARevision(t *testing.T) {
 // revision can succeed there and the watch after it be refused. The relist
 // that follows must not load at that revision again, or it would loop on
 // the cached pages forever.
+// cloneRange is a copy of r with a buffer of its own.
+func cloneRange(t *testing.T, r *rawRange) *rawRange {
+	c := &rawRange{buf: slices.Clone(r.buf)}
+	if err := c.parse(); err != nil {
+		t.Error(err)
+	}
+	return c
+}
+
 func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	const step = 64
@@ -501,7 +510,7 @@ func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 	}
 	// A cache of serializable pages at a fixed revision, as the proxy's.
 	var mu sync.Mutex
-	cache := map[string]*etcdserverpb.RangeResponse{}
+	cache := map[string]*rawRange{}
 	caching := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		r, ok := req.(*etcdserverpb.RangeRequest)
 		if !ok || !r.Serializable || r.Revision == 0 {
@@ -512,14 +521,14 @@ func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 		hit := cache[key]
 		mu.Unlock()
 		if hit != nil {
-			*reply.(*etcdserverpb.RangeResponse) = *hit
+			*reply.(*rawRange) = *cloneRange(t, hit)
 			return nil
 		}
 		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 			return err
 		}
 		mu.Lock()
-		cache[key] = reply.(*etcdserverpb.RangeResponse)
+		cache[key] = cloneRange(t, reply.(*rawRange))
 		mu.Unlock()
 		return nil
 	}
