@@ -69,15 +69,7 @@ func BenchmarkHandleMiss(b *testing.B) {
 	s := newServer(b, sn)
 	s.cacheLimits = [2]int64{cacheShards, 1 << 20}
 	w := &worker{s: s, out: make([]byte, 0, 4096)}
-	wires := make([][]byte, 1000)
-	for i := range wires {
-		q := new(dns.Msg).SetQuestion(fmt.Sprintf("svc%d.ns%d.svc.cluster.local.", i, i%20), dns.TypeA)
-		q.SetEdns0(1232, false)
-		var err error
-		if wires[i], err = q.Pack(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	wires := serviceQueries(b)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -99,16 +91,10 @@ func BenchmarkHandleParallel(b *testing.B) {
 		b.Fatal(errs)
 	}
 	s := newServer(b, sn)
-	wires := make([][]byte, 1000)
+	wires := serviceQueries(b)
 	warm := &worker{s: s, out: make([]byte, 0, 4096)}
-	for i := range wires {
-		q := new(dns.Msg).SetQuestion(fmt.Sprintf("svc%d.ns%d.svc.cluster.local.", i, i%20), dns.TypeA)
-		q.SetEdns0(1232, false)
-		var err error
-		if wires[i], err = q.Pack(); err != nil {
-			b.Fatal(err)
-		}
-		if warm.handle(wires[i]) == nil {
+	for _, q := range wires {
+		if warm.handle(q) == nil {
 			b.Fatal("no response")
 		}
 	}
@@ -127,6 +113,21 @@ func BenchmarkHandleParallel(b *testing.B) {
 		w.addBatch()
 		w.endBatch()
 	})
+}
+
+// serviceQueries is an A query, with EDNS(0), for each of serviceKVs'
+// services.
+func serviceQueries(b *testing.B) [][]byte {
+	wires := make([][]byte, 1000)
+	for i := range wires {
+		q := new(dns.Msg).SetQuestion(fmt.Sprintf("svc%d.ns%d.svc.cluster.local.", i, i%20), dns.TypeA)
+		q.SetEdns0(1232, false)
+		var err error
+		if wires[i], err = q.Pack(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return wires
 }
 
 // serviceKVs is 1,000 ClusterIP services in 20 namespaces, svc<i>.ns<i%20>.

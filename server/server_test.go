@@ -16,6 +16,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/snap"
@@ -256,24 +257,6 @@ func TestBatchTimesEachAnswer(t *testing.T) {
 	}
 }
 
-// counterSum is the value of the counter name, summed over its label sets.
-func counterSum(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.Metric {
-				n += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return uint64(n)
-}
-
 func TestCacheBoundsFollowMemoryLimit(t *testing.T) {
 	for _, c := range []struct {
 		limit int64
@@ -290,21 +273,29 @@ func TestCacheBoundsFollowMemoryLimit(t *testing.T) {
 	}
 }
 
-// histogramCount is the sample count of the histogram name, summed over
-// its label sets.
+// histogramCount is the sample count of the histogram name, and
+// counterSum the value of the counter name, summed over their label sets.
 func histogramCount(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
+	return metricSum(t, reg, name, func(m *dto.Metric) float64 { return float64(m.GetHistogram().GetSampleCount()) })
+}
+
+func counterSum(t *testing.T, reg prometheus.Gatherer, name string) uint64 {
+	return metricSum(t, reg, name, func(m *dto.Metric) float64 { return m.GetCounter().GetValue() })
+}
+
+func metricSum(t *testing.T, reg prometheus.Gatherer, name string, value func(*dto.Metric) float64) uint64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n uint64
+	var n float64
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, m := range mf.Metric {
-				n += m.GetHistogram().GetSampleCount()
+				n += value(m)
 			}
 		}
 	}
-	return n
+	return uint64(n)
 }
