@@ -13,14 +13,16 @@ import (
 // hold its lock, change the index.
 //
 // It is open addressing with linear probing over atomic pointers. A slot
-// goes from empty to an entry, and from an entry to tombstone when the
-// entry is removed, never back: so a reader probing a table sees every
-// entry that was there before its lookup began and is still there, or a
-// tombstone, never a gap. When tombstones and entries fill three
-// quarters of the table, the writer builds a new one and publishes it whole.
+// goes from empty to an entry; a removed entry leaves a tombstone, which a
+// later entry may take; no slot of a table ever becomes empty again. So a
+// probe never stops short of an entry that is in the table for the whole
+// lookup. When tombstones and entries fill three quarters of the table,
+// the writer builds a new one and publishes it whole, and the old one
+// never changes again: a lookup still on it finishes on a frozen copy.
 type index struct {
 	t          atomic.Pointer[slotTable]
-	live, dead int // entries and tombstones in t; written under the shard's lock
+	_          [56]byte // t alone on its cache line: every lookup reads it, and every miss writes what follows
+	live, dead int      // entries and tombstones in t; written under the shard's lock
 }
 
 type slotTable struct {

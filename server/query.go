@@ -75,6 +75,7 @@ type respCache struct {
 	// checked under one shard's lock, so stores racing in two shards may
 	// pass maxBytes by a response each.
 	maxEntries, maxBytes int64
+	_                    [64]byte // bytes, written on every store, off the first shard's index line
 	shards               [cacheShards]cacheShard
 }
 
@@ -209,6 +210,7 @@ func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, gen
 		k := string(key)
 		size := int64(len(k) + entryCost)
 		if !c.room(sh, size, nil) {
+			e.slot = -1 // never in the shard
 			return e
 		}
 		e.key, e.hash, e.size, e.slot = k, h, size, len(sh.ring)

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/etcdns/etcdns/etcdclient"
@@ -28,7 +31,6 @@ import (
 type rawRange struct {
 	buf   []byte
 	kvs   []rawKV // slices of buf
-	rev   int64   // the header's revision
 	more  bool
 	count int64
 }
@@ -70,21 +72,18 @@ func (rangeCodec) Unmarshal(data mem.BufferSlice, v any) error {
 
 var errRange = errors.New("malformed Range response")
 
-// parse reads buf: RangeResponse{header 1, kvs 2, more 3, count 4} and
-// KeyValue{key 1, value 5}; the other fields are skipped, as a proto
-// decoder skips fields it does not know.
+// parse reads buf: RangeResponse{kvs 2, more 3, count 4} and
+// KeyValue{key 1, value 5}; the other fields (the header, revisions,
+// leases) are skipped, as a proto decoder skips fields it does not know.
+// A key-value pair of the wrong wire type is an error, not a page short
+// of a record.
 func (r *rawRange) parse() error {
-	r.kvs, r.rev, r.more, r.count = r.kvs[:0], 0, false, 0
+	r.kvs, r.more, r.count = r.kvs[:0], false, 0
 	return fields(r.buf, func(num protowire.Number, typ protowire.Type, b []byte, x uint64) error {
 		switch {
-		case num == 1 && typ == protowire.BytesType:
-			return fields(b, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
-				if num == 3 && typ == protowire.VarintType {
-					r.rev = int64(x)
-				}
-				return nil
-			})
-		case num == 2 && typ == protowire.BytesType:
+		case num == 2 && typ != protowire.BytesType:
+			return errRange
+		case num == 2:
 			var kv rawKV
 			err := fields(b, func(num protowire.Number, typ protowire.Type, b []byte, _ uint64) error {
 				switch {
@@ -139,16 +138,30 @@ func fields(b []byte, f func(num protowire.Number, typ protowire.Type, b []byte,
 var rangeCallOpts = append(slices.Clip(etcdclient.CallOptions), grpc.ForceCodecV2(rangeCodec{}))
 
 // rangeInto reads one page into r through the client's connection, so
-// that the client's interceptors (its auth token, its retries of an
-// unavailable member) apply as they do to a Get. Errors are etcd's, as
-// clientv3 returns them.
+// that the client's interceptors (its auth token) apply as they do to a
+// Get. Errors are etcd's, as clientv3 returns them.
+//
+// A Get of clientv3 is also retried, within its deadline, when a member
+// answers Unavailable (a leader change, a member restarting): its retry
+// policy for reads is unexported, so the retries are here, about as far
+// apart as clientv3's. Without them each such answer cost a counted page
+// retry, a warning, a longer wait and a doubled timeout (fetch).
 func (s *Store) rangeInto(ctx context.Context, req *etcdserverpb.RangeRequest, r *rawRange) error {
-	err := s.cli.ActiveConnection().Invoke(ctx, "/etcdserverpb.KV/Range", req, r, rangeCallOpts...)
-	if err != nil {
-		if ctx.Err() != nil {
+	for {
+		err := s.cli.ActiveConnection().Invoke(ctx, "/etcdserverpb.KV/Range", req, r, rangeCallOpts...)
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case status.Code(err) != codes.Unavailable:
+			return rpctypes.Error(err)
+		}
+		if !sleep(ctx, jitter(unavailableWait)) {
 			return ctx.Err()
 		}
-		return rpctypes.Error(err)
 	}
-	return nil
 }
+
+// unavailableWait is clientv3's wait between retries.
+const unavailableWait = 25 * time.Millisecond

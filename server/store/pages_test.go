@@ -1,15 +1,21 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/server/snap"
@@ -80,7 +86,7 @@ func TestLoadKeepsNoPageBytes(t *testing.T) {
 	}
 	for _, owner := range []string{"bad7.ns0.svc.cluster.local", "myfed.svc.federation"} {
 		m := s.MalformedAt(owner)
-		if len(m) != 1 || strings.Contains(m[0].Key+m[0].Value+m[0].Owner, "ZZZ") || !slices.ContainsFunc(kvs, func(kv snap.KV) bool { return kv.Key == m[0].Key && string(kv.Value) == m[0].Value }) {
+		if len(m) != 1 || strings.Contains(m[0].Key+m[0].Value+m[0].Owner+m[0].Err, "ZZZ") || !slices.ContainsFunc(kvs, func(kv snap.KV) bool { return kv.Key == m[0].Key && string(kv.Value) == m[0].Value }) {
 			t.Errorf("MalformedAt(%s) = %+v", owner, m)
 		}
 	}
@@ -149,5 +155,42 @@ func TestLoadReadsPagesOverFourMiB(t *testing.T) {
 	}
 	if n := value(s.loadRetries); n != 0 {
 		t.Fatalf("%v pages retried", n)
+	}
+}
+
+// A member that answers a page Unavailable (a leader change) is asked
+// again at once, within the page's time, as clientv3 asks again for a
+// Get: not a counted retry with a doubled timeout.
+func TestLoadAsksAgainWhenUnavailable(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	n := testPageSize*2 + 5
+	for i := range n {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
+	}
+	var mu sync.Mutex
+	pages := 0
+	flaky := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
+			mu.Lock()
+			pages++
+			second := pages == 2
+			mu.Unlock()
+			if second {
+				return status.Error(codes.Unavailable, "etcdserver: leader changed")
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	s := quietStore(interceptedClient(t, cli, flaky))
+	s.pageSize = testPageSize
+	runStore(t, s)
+	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
+		t.Fatalf("loaded %d records, want %d", got, n)
+	}
+	if got := value(s.loadRetries); got != 0 {
+		t.Fatalf("%v counted page retries, want none", got)
+	}
+	if pages < 4 {
+		t.Fatalf("%d page requests; the refused one was not asked again", pages)
 	}
 }

@@ -716,12 +716,14 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 	backoff, deadline := 100*time.Millisecond, s.timeout
 	cut := newStops(key, end, s.pageSize)
 	stop := end
+	var resp *rawRange // kept through a page's retries
 	for {
-		var resp *rawRange
-		select {
-		case resp = <-spare:
-		default:
-			resp = new(rawRange)
+		if resp == nil {
+			select {
+			case resp = <-spare:
+			default:
+				resp = new(rawRange)
+			}
 		}
 		req := &etcdserverpb.RangeRequest{Key: []byte(key), RangeEnd: []byte(stop), Limit: s.pageSize, Revision: rev, Serializable: true}
 		rctx, cancel := context.WithTimeout(ctx, deadline)
@@ -764,7 +766,7 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 		if !more {
 			return
 		}
-		key, stop = next, nextStop
+		key, stop, resp = next, nextStop, nil
 	}
 }
 
@@ -816,7 +818,7 @@ func (s *Store) skip(z *snap.Zone, key, owner string, value []byte, err error) {
 	s.bad[key] = m
 	s.mu.Unlock()
 	if !seen || old.Err != m.Err {
-		s.log.Warn("skipping malformed value", "key", key, "err", err)
+		s.log.Warn("skipping malformed value", "key", key, "err", m.Err) // err may hold the key's view of a page
 	}
 }
 

@@ -484,11 +484,6 @@ func TestLoadsShareARevision(t *testing.T) {
 	}
 }
 
-// An etcd grpc-proxy keeps answering a page at a revision etcd has since
-// compacted (it never sees the compaction), so a load at the shared
-// revision can succeed there and the watch after it be refused. The relist
-// that follows must not load at that revision again, or it would loop on
-// the cached pages forever.
 // cloneRange is a copy of r with a buffer of its own.
 func cloneRange(t *testing.T, r *rawRange) *rawRange {
 	c := &rawRange{buf: slices.Clone(r.buf)}
@@ -498,6 +493,11 @@ func cloneRange(t *testing.T, r *rawRange) *rawRange {
 	return c
 }
 
+// An etcd grpc-proxy keeps answering a page at a revision etcd has since
+// compacted (it never sees the compaction), so a load at the shared
+// revision can succeed there and the watch after it be refused. The relist
+// that follows must not load at that revision again, or it would loop on
+// the cached pages forever.
 func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	const step = 64
