@@ -369,12 +369,13 @@ type worker struct {
 	// A UDP batch's answers leave in one sendmmsg, so the batch's time is
 	// each one's latency: the clock is read at the batch's two ends, not
 	// twice per query, which costs a cached answer a measurable share.
-	// Its counts are added once per cell at the end too: every core
-	// answering the same question adds to the same counter, and adding
-	// once per query made that counter's cache line bounce between cores.
+	// Its counts are added once per cell too, just before it is sent:
+	// every core answering the same question adds to the same counter,
+	// and adding once per query made that counter's cache line bounce
+	// between cores.
 	batchStart time.Time     // zero: handle counts and times each query itself
-	tallies    []tally       // answers since batchStart, for endBatch
-	searches   []searchTally // searches replayed since batchStart, for endBatch
+	tallies    []tally       // answers since batchStart, for addBatch and endBatch
+	searches   []searchTally // searches replayed since batchStart, for addBatch
 	pf         int           // protocol and family of the query being handled (pfOf)
 }
 

@@ -109,8 +109,12 @@
 // page that fails is asked for again alone, at the same revision, with
 // twice the time (etcdns_dnsd_load_retries_total counts them): in a storm a
 // page can take etcd longer than the request timeout, and starting the
-// load over would ask again for every page etcd is still serving. All
-// prefixes are watched on one gRPC stream (the watches share a context).
+// load over would ask again for every page etcd is still serving. A page
+// is read as its wire bytes into a buffer a later page reuses, and parsed
+// in place (pages.go): decoded by clientv3, a page's garbage was several
+// times the records it made, and the collector marked the growing
+// snapshot that much more often. All prefixes are watched on one gRPC
+// stream (the watches share a context).
 // Readiness comes only after the first whole load, and once its watch has
 // shown the cluster's revision read before it (or, through a proxy that
 // cannot be asked for progress, after the liveness timeout): the shared

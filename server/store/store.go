@@ -684,7 +684,8 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 
 // view is a key as a string without a copy: keys are parsed, and what is
 // kept of them (a record id, a malformed key) is copied, so a million-key
-// load does not copy every key once more.
+// load does not copy every key once more. It must be: a page's buffer is
+// overwritten by a later page (TestLoadKeepsNoPageBytes).
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 type page struct {
