@@ -105,6 +105,14 @@ func TestCoreDNSMetrics(t *testing.T) {
 	for _, want := range lacks {
 		t.Errorf("/metrics lacks %s", want)
 	}
+	// Six datagrams, each read by one socket of the group, each socket
+	// with its series.
+	if n := counterSum(t, reg, "etcdns_dnsd_udp_socket_queries_total"); n != 6 {
+		t.Errorf("%d UDP datagrams counted by socket, want 6", n)
+	}
+	if n := strings.Count(body, "etcdns_dnsd_udp_socket_queries_total{socket="); n != len(l.udp) {
+		t.Errorf("%d socket series for %d sockets", n, len(l.udp))
+	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", body)
 	}

@@ -40,6 +40,7 @@ type Server struct {
 	forwarding sync.WaitGroup     // those queries, for shutdown
 
 	qm         *queryMetrics // metrics.go: queries and answer times, own and CoreDNS names
+	udpReads   *prometheus.CounterVec
 	tcpConns   prometheus.Gauge
 	tcpRefused prometheus.Counter
 
@@ -74,6 +75,13 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		TCPMaxConns: defaultTCPMaxConns,
 		qm:          newQueryMetrics(),
 	}
+	// The kernel hands each client address and port to one socket of
+	// the SO_REUSEPORT group by hash, and each socket has one reader: a
+	// few busy clients can load one core while others idle. This shows it.
+	s.udpReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_udp_socket_queries_total",
+		Help: "UDP datagrams read, by socket of the listener's SO_REUSEPORT group (one a GOMAXPROCS), each read by one goroutine.",
+	}, []string{"socket"})
 	s.tcpConns = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "etcdns_dnsd_tcp_connections", Help: "DNS over TCP connections open.",
 	})
@@ -106,7 +114,7 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 		}
 		return 0
 	})
-	reg.MustRegister(s.qm, s.tcpConns, s.tcpRefused, s.cacheEvictions, rechecks, cacheEntries, cacheSize)
+	reg.MustRegister(s.qm, s.udpReads, s.tcpConns, s.tcpRefused, s.cacheEvictions, rechecks, cacheEntries, cacheSize)
 	s.searches = searchCounters(reg)
 	s.opts.Autopath.Observe = func(f answer.Form, found bool) { s.countSearch(f, found) }
 	return s
@@ -289,11 +297,12 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	tcp := &tcpServer{s: s, ln: l.tcp, idle: s.TCPIdle, maxConns: s.TCPMaxConns}
 	errs := make(chan error, len(l.udp)+1)
 	var wg sync.WaitGroup
-	for _, pc := range l.udp {
+	for i, pc := range l.udp {
+		reads := s.udpReads.WithLabelValues(strconv.Itoa(i))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.serveUDP(pc); err != nil {
+			if err := s.serveUDP(pc, reads); err != nil {
 				errs <- err
 			}
 		}()

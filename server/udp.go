@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdns/etcdns/server/snap"
 )
@@ -42,7 +43,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 // batching is not available, until the socket's read deadline is set in the
 // past, then returns; the socket stays open for the caller to close, so the
 // answer being written when shutdown starts still goes out.
-func (s *Server) serveEach(pc *net.UDPConn) error {
+func (s *Server) serveEach(pc *net.UDPConn, reads prometheus.Counter) error {
 	w := s.newUDPWorker(pc)
 	for {
 		n, addr, err := pc.ReadFromUDPAddrPort(w.in)
@@ -57,6 +58,7 @@ func (s *Server) serveEach(pc *net.UDPConn) error {
 			s.log.Warn("reading a UDP query failed", "err", err)
 			continue
 		}
+		reads.Inc()
 		w.from = addr
 		if out := w.handle(w.in[:n]); out != nil {
 			_, _ = pc.WriteToUDPAddrPort(out, addr)

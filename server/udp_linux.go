@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 )
 
@@ -49,10 +50,10 @@ type udpBatch struct {
 // serveUDP reads and answers until the socket's read deadline is set in
 // the past, then returns; the socket stays open for the caller to close,
 // so the answers being written when shutdown starts still go out.
-func (s *Server) serveUDP(pc *net.UDPConn) error {
+func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter) error {
 	rc, err := pc.SyscallConn()
 	if err != nil {
-		return s.serveEach(pc)
+		return s.serveEach(pc, reads)
 	}
 	b := newUDPBatch(s.newUDPWorker(pc))
 	b.rc = rc
@@ -68,6 +69,7 @@ func (s *Server) serveUDP(pc *net.UDPConn) error {
 			s.log.Warn("reading UDP queries failed", "err", b.errno)
 			continue
 		}
+		reads.Add(float64(b.got)) // the socket's own counter: no other core writes it
 		b.w.startBatch()
 		b.answer()
 		b.w.addBatch()

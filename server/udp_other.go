@@ -2,6 +2,12 @@
 
 package server
 
-import "net"
+import (
+	"net"
 
-func (s *Server) serveUDP(pc *net.UDPConn) error { return s.serveEach(pc) }
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter) error {
+	return s.serveEach(pc, reads)
+}

@@ -65,6 +65,7 @@ func TestCores(t *testing.T) {
 	type gen struct{ dnsd, knot []float64 } // generator CPU / its cores' worth
 	results := map[int]map[string]*cell{}
 	gens := map[int]map[string]*gen{}
+	spread := map[int]float64{} // dnsd's busiest socket's datagrams over the mean
 	for _, c := range counts {
 		serverCPUs := cpuList(0, c)
 		loadCPUs := cpuList(c, ncpu-c)
@@ -99,6 +100,7 @@ func TestCores(t *testing.T) {
 					c, round+1, m.name, dq, 100*dg, kq, 100*kg)
 			}
 		}
+		spread[c] = socketSpread("http://"+metrics, c)
 		d.Stop()
 		k.Stop()
 	}
@@ -106,12 +108,12 @@ func TestCores(t *testing.T) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Machine: %s, %s. %d services; dnsd (GOMAXPROCS=C) and Knot (C UDP workers) pinned to cores 0..C-1, dnsperf (-c %d, one thread per core) to the rest; %d rounds of %d s per server, mix and count, the idle server paused.\n\n",
 		cpus(), cpuModel(), n, clients, rounds, duration)
-	md.WriteString("| server cores | mix | dnsd QPS | Knot QPS | dnsd / Knot | generator busy (dnsd / Knot runs) |\n|---|---|---|---|---|---|\n")
+	md.WriteString("| server cores | mix | dnsd QPS | Knot QPS | dnsd / Knot | generator busy (dnsd / Knot runs) | dnsd's busiest socket / mean |\n|---|---|---|---|---|---|---|\n")
 	for _, c := range counts {
 		for _, m := range ms {
 			r, g := results[c][m.name], gens[c][m.name]
-			fmt.Fprintf(&md, "| %d | %s | %.0f | %.0f | %.2fx | %.0f%% / %.0f%% of %d core(s) |\n",
-				c, m.name, median(r.dnsd), median(r.knot), median(r.ratio), 100*median(g.dnsd), 100*median(g.knot), ncpu-c)
+			fmt.Fprintf(&md, "| %d | %s | %.0f | %.0f | %.2fx | %.0f%% / %.0f%% of %d core(s) | %.2f |\n",
+				c, m.name, median(r.dnsd), median(r.knot), median(r.ratio), 100*median(g.dnsd), 100*median(g.knot), ncpu-c, spread[c])
 		}
 	}
 	var skipped []string
@@ -124,12 +126,31 @@ func TestCores(t *testing.T) {
 		fmt.Fprintf(&md, "\nNot measured here (the load generator needs cores of its own): %s server cores.\n", strings.Join(skipped, ", "))
 	}
 	md.WriteString("\nA generator busy well below 100% of its cores was not the limit; near 100%, the figure is the generator's as much as the server's.\n")
+	md.WriteString("dnsd's busiest socket / mean: datagrams read by the busiest of dnsd's C sockets (SO_REUSEPORT, one reader each) over all the runs at that count, against the mean; the kernel spreads dnsperf's clients by address and port, and 1.00 is an even spread.\n")
 	fmt.Print("\n" + md.String())
 	if out := os.Getenv("OUT"); out != "" {
 		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// socketSpread is the datagrams read by the busiest of dnsd's n UDP
+// sockets over the mean (etcdns_dnsd_udp_socket_queries_total), or 0 when
+// the metrics do not say.
+func socketSpread(metrics string, n int) float64 {
+	var sum, most float64
+	for i := range n {
+		v := harness.Metric(metrics, fmt.Sprintf(`etcdns_dnsd_udp_socket_queries_total{socket="%d"}`, i))
+		if v < 0 {
+			return 0
+		}
+		sum, most = sum+v, max(most, v)
+	}
+	if sum == 0 {
+		return 0
+	}
+	return most / (sum / float64(n))
 }
 
 func envOr(name, def string) string {
