@@ -99,6 +99,12 @@ type cellKey struct {
 
 func (c *queryCell) inc(pf int) { c.n[pf].Add(1) }
 
+// answered counts one answer over pf that took since start, at once.
+func (c *queryCell) answered(pf int, start time.Time) {
+	c.inc(pf)
+	c.lat.observeN(time.Since(start), 1)
+}
+
 // queryMetrics holds the cells, created on an answer's slow path and
 // summed when scraped.
 type queryMetrics struct {

@@ -434,8 +434,7 @@ func (w *worker) now() time.Time {
 // the batch's end.
 func (w *worker) count(start time.Time, c *queryCell) {
 	if w.batchStart.IsZero() {
-		c.inc(w.pf)
-		c.lat.observeN(time.Since(start), 1)
+		c.answered(w.pf, start)
 		return
 	}
 	for i := range w.tallies {

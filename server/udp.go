@@ -31,9 +31,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
-			c := s.cell(sn, req, m, forwarded)
-			c.inc(pfOf(false, to.Addr()))
-			c.lat.observeN(time.Since(start), 1)
+			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
 		}
 	}()
 	return true
