@@ -147,7 +147,7 @@ func TestFleet(t *testing.T) {
 	}
 	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s. %s\n\n",
 		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, pinned)
-	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontend RSS p50 / max |")
+	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontend RSS p50 / max (anonymous p50 / max) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r.row)
@@ -615,11 +615,14 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		watchers += harness.Metric(e, "etcd_debugging_mvcc_watcher_total")
 	}
 
-	var rss []float64
+	var rss, anon []float64
 	for _, f := range fes {
-		rss = append(rss, float64(f.p.Memory()["VmRSS"])/(1<<20))
+		m := f.p.Memory()
+		rss = append(rss, float64(m["VmRSS"])/(1<<20))
+		anon = append(anon, float64(m["RssAnon"])/(1<<20))
 	}
 	slices.Sort(rss)
+	slices.Sort(anon)
 	slowest, slowP99 := -1, time.Duration(-1)
 	for i, l := range perFE {
 		if p := pct(l, 99); p > slowP99 {
@@ -635,10 +638,10 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.0f | %.1f / %.1f MiB |",
+	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %s | %s | %.0f | %.1f / %.1f MiB (anon %.1f / %.1f) |",
 		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
-		slowest, ms(slowP99), strings.Join(ecpu, " + "), proxyCol, watchers, rss[len(rss)/2], rss[len(rss)-1])
+		slowest, ms(slowP99), strings.Join(ecpu, " + "), proxyCol, watchers, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
 }
 
