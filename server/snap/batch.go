@@ -30,8 +30,6 @@ type Batch struct {
 	stubCopied  map[string]bool // so are these domains' entries
 
 	skyBatch *skydns.Batch // a SkyDNS zone's changes (skydns.go)
-
-	load bool // Reserve sized the zone: this batch is its load
 }
 
 // Edit starts a batch on z.
@@ -48,7 +46,6 @@ func (b *Batch) Reserve(n int) {
 	if b.z.Records > 0 || len(b.touched) > 0 || n <= 0 {
 		return
 	}
-	b.load = true
 	shards := shardsFor(n)
 	b.z.names = newLeaves(shards, n/shards+n/shards/8+1)
 	b.z.copies = 0
@@ -193,15 +190,6 @@ func (b *Batch) Done(serial uint32) *Zone {
 	}
 	b.doneSkyDNS()
 	b.z.Serial = serial
-	if b.load {
-		// The origin table has done its work: the load's records share
-		// their objects' Origins. Kept, it would hold an entry for each
-		// object, up to maxOrigins: where an object has one record, about
-		// a sixth of the zone's memory (BenchmarkLoadServices). Dropped, a
-		// later change of an object makes it a new Origin once, which the
-		// records changed with it share.
-		b.z.line.origins = map[[2]string]*Origin{}
-	}
 	z := b.z
 	b.z, b.touched = nil, nil // a batch is used once
 	return z

@@ -156,3 +156,73 @@ func BenchmarkBurst(b *testing.B) {
 		b.Fatalf("%d records, want %d", z.Records, n)
 	}
 }
+
+// serviceKVs is n ClusterIP services as the publisher writes them, and as
+// bench/fleet's world has them: an A and an SRV in cluster.local, a PTR in
+// in-addr.arpa, each object's records with its own origin.
+func serviceKVs(n int) []KV {
+	kvs := make([]KV, 0, 3*n)
+	for i := range n {
+		name := fmt.Sprintf("svc-%d.fleet.svc.cluster.local", i)
+		a, b, c := 96+i>>16&7, i>>8&255, i&255
+		src := fmt.Sprintf(`"cluster":"fleet","source":"service/fleet/svc-%d"}`, i)
+		kvs = append(kvs,
+			KV{Key: fmt.Sprintf("/skydns/arpa/in-addr/10/%d/%d/%d", a, b, c),
+				Value: fmt.Appendf(nil, `{"host":%q,"ttl":5,"group":"%d.%d.%d.10.in-addr.arpa",%s`, name, c, b, a, src)},
+			KV{Key: fmt.Sprintf("/skydns/local/cluster/svc/fleet/svc-%d/_tcp/_http/%016x", i, uint64(i)*2654435761),
+				Value: fmt.Appendf(nil, `{"host":%q,"port":80,"ttl":5,"group":"_http._tcp.%s",%s`, name, name, src)},
+			KV{Key: fmt.Sprintf("/skydns/local/cluster/svc/fleet/svc-%d/%016x", i, uint64(i)*40503),
+				Value: fmt.Appendf(nil, `{"host":"10.%d.%d.%d","ttl":5,"group":%q,%s`, a, b, c, name, src)},
+		)
+	}
+	return kvs
+}
+
+// BenchmarkLoadFleet is the live heap a record of a world of services
+// keeps (three records a service, in two zones, each loaded as the store
+// loads it): the shape of a node-local frontend's memory in bench/fleet.
+//
+//	go test -run '^$' -bench 'LoadFleet' -benchtime 1x ./server/snap/
+func BenchmarkLoadFleet(b *testing.B) {
+	kvs := serviceKVs(33_334)
+	zones := []Config{cfg, {Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5}}
+	var loaded []*Zone
+	var before, after runtime.MemStats
+	for b.Loop() {
+		loaded = nil
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, c := range zones {
+			z := NewZone(c)
+			var in []KV
+			for _, kv := range kvs {
+				if strings.HasPrefix(kv.Key, z.Range) {
+					in = append(in, kv)
+				}
+			}
+			bt := z.Edit()
+			bt.Reserve(len(in))
+			for _, kv := range in {
+				owner, e, err := z.Parse(kv.Key, kv.Value)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bt.Put(owner, e)
+			}
+			loaded = append(loaded, bt.Done(1))
+		}
+	}
+	b.StopTimer()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	n := 0
+	for _, z := range loaded {
+		n += z.Records
+	}
+	if n != len(kvs) {
+		b.Fatalf("%d records, want %d", n, len(kvs))
+	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/record")
+	runtime.KeepAlive(loaded)
+	runtime.KeepAlive(kvs)
+}

@@ -176,8 +176,8 @@ type Zone struct {
 type lineage struct {
 	ttl     uint32
 	cluster string
-	origins map[[2]string]*Origin
-	batches uint32 // Edit calls, so a node knows which batch made it
+	origins map[string]*Origin // by cluster
+	batches uint32             // Edit calls, so a node knows which batch made it
 }
 
 // KeyRange is the etcd key range the zone's records are under ("" if the
@@ -197,7 +197,7 @@ func NewZone(c Config) *Zone {
 		z.stubRange, _ = keys.StubRange(c.Prefix, c.Name)
 	}
 	z.names = []*leaf{new(leaf)}
-	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[[2]string]*Origin{}}
+	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[string]*Origin{}}
 	return z
 }
 
@@ -441,27 +441,30 @@ func (e *Entry) Weight() uint16   { return e.extra().weight }
 // Origin says who wrote the record.
 func (e *Entry) Origin() *Origin { return e.extra().origin }
 
-// Origin says who wrote a record: the cluster and the Kubernetes object.
+// Origin says which cluster wrote a record: what federation answers
+// order by (spec 003). A value's source (the Kubernetes object) is not
+// kept: no answer depends on it, and where a service has one record a
+// zone, as most have, an Origin of its own for each object was a quarter
+// of a node-local frontend's memory (BenchmarkLoadFleet). etcdctl shows it.
 type Origin struct {
 	Cluster string
-	Source  string
 	plain   extra // the extra of its address records with packed ids
 }
 
 // newOrigin returns an Origin whose plain extra points back to it.
-func newOrigin(cluster, source string) *Origin {
-	o := &Origin{Cluster: cluster, Source: source}
+func newOrigin(cluster string) *Origin {
+	o := &Origin{Cluster: cluster}
 	o.plain.origin = o
 	return o
 }
 
-var noOrigin = newOrigin("", "")
+var noOrigin = newOrigin("")
 
 // Value returns the value an entry was read from, less what dnsd drops
-// (group, targetstrip), for debugging.
+// (group, targetstrip, source), for debugging.
 func (e *Entry) Value() keys.Value {
 	v := keys.Value{TTL: e.ttl, Port: int(e.Port()), Priority: int(e.Priority()), Weight: int(e.Weight()),
-		Cluster: e.Origin().Cluster, Source: e.Origin().Source}
+		Cluster: e.Origin().Cluster}
 	switch e.typ {
 	case dns.TypeA, dns.TypeAAAA:
 		v.Host = e.Addr().String()
@@ -555,7 +558,7 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 			x.data = strings.Clone(v.Target())
 		}
 	}
-	if o := z.line.origin(v.Cluster, v.Source); e.x.shared() {
+	if o := z.line.origin(v.Cluster); e.x.shared() {
 		e.x = &o.plain
 	} else {
 		e.x.origin = o
@@ -587,27 +590,25 @@ func (e *Entry) own() *extra {
 // address record of that origin points at and none may change.
 func (x *extra) shared() bool { return x == &x.origin.plain }
 
-// maxOrigins bounds the origin table: it is emptied when full, so objects
-// that come and go cannot grow it without end. Entries keep what they
-// point to.
-const maxOrigins = 1 << 16
+// maxOrigins bounds the origin table: it is emptied when full, so values
+// naming ever new clusters cannot grow it without end. Entries keep what
+// they point to.
+const maxOrigins = 1 << 10
 
-// origin returns the one shared Origin of (cluster, source): every record
-// of an object names the same pair, and at a million records one copy
-// each is tens of MiB.
-func (l *lineage) origin(cluster, source string) *Origin {
-	if cluster == "" && source == "" {
+// origin returns the one shared Origin of a cluster: a clusterset has a
+// handful, and the records of each share it.
+func (l *lineage) origin(cluster string) *Origin {
+	if cluster == "" {
 		return noOrigin
 	}
-	k := [2]string{cluster, source}
-	if o, ok := l.origins[k]; ok {
+	if o, ok := l.origins[cluster]; ok {
 		return o
 	}
 	if len(l.origins) >= maxOrigins {
 		clear(l.origins)
 	}
-	o := newOrigin(strings.Clone(cluster), strings.Clone(source))
-	l.origins[[2]string{o.Cluster, o.Source}] = o
+	o := newOrigin(strings.Clone(cluster))
+	l.origins[o.Cluster] = o
 	return o
 }
 

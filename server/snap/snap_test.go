@@ -236,24 +236,17 @@ func TestGrowingZoneKeepsOlderSnapshots(t *testing.T) {
 	}
 }
 
-// A load's origin table is dropped once the load is done: its records
-// keep their objects' Origins, and a later change of an object makes it a
-// new one that the records changed with it share.
-func TestLoadDropsTheOriginTable(t *testing.T) {
-	kv := func(svc, id, ip string) KV {
+// Every record of one cluster shares its Origin, whatever object wrote
+// it and whichever batch brought it; the value shown for debugging keeps
+// the cluster and drops the source.
+func TestRecordsShareTheirClustersOrigin(t *testing.T) {
+	kv := func(svc, id, ip, cluster string) KV {
 		return KV{Key: "/skydns/local/cluster/svc/ns/" + svc + "/" + id,
-			Value: []byte(`{"host":"` + ip + `","cluster":"east","source":"service/ns/` + svc + `"}`)}
+			Value: []byte(`{"host":"` + ip + `","cluster":"` + cluster + `","source":"service/ns/` + svc + `"}`)}
 	}
-	z := load(t, []KV{kv("a", "1", "10.0.0.1"), kv("a", "2", "10.0.0.2"), kv("b", "1", "10.0.1.1")})
-	if n := len(z.line.origins); n != 0 {
-		t.Fatalf("%d origins kept after the load, want none", n)
-	}
-	a := z.Node("a.ns.svc.cluster.local").Entries()
-	if len(a) != 2 || a[0].Origin() != a[1].Origin() || a[0].Origin().Source != "service/ns/a" {
-		t.Fatalf("a's loaded entries %v: want two of one Origin, service/ns/a", a)
-	}
+	z := load(t, []KV{kv("a", "1", "10.0.0.1", "east"), kv("a", "2", "10.0.0.2", "west"), kv("b", "1", "10.0.1.1", "east")})
 	bt := z.Edit()
-	for _, kv := range []KV{kv("b", "2", "10.0.1.2"), kv("b", "3", "10.0.1.3")} {
+	for _, kv := range []KV{kv("b", "2", "10.0.1.2", "east"), kv("c", "1", "10.0.2.1", "")} {
 		owner, e, err := z.Parse(kv.Key, kv.Value)
 		if err != nil {
 			t.Fatal(err)
@@ -261,16 +254,18 @@ func TestLoadDropsTheOriginTable(t *testing.T) {
 		bt.Put(owner, e)
 	}
 	z = bt.Done(2)
-	b := z.Node("b.ns.svc.cluster.local").Entries()
-	if len(b) != 3 {
-		t.Fatalf("b has %d entries, want 3", len(b))
+	a, b, c := z.Node("a.ns.svc.cluster.local").Entries(), z.Node("b.ns.svc.cluster.local").Entries(), z.Node("c.ns.svc.cluster.local").Entries()
+	if len(a) != 2 || len(b) != 2 || len(c) != 1 {
+		t.Fatalf("entries a %v, b %v, c %v: want 2, 2, 1", a, b, c)
 	}
-	for _, e := range b {
-		if o := e.Origin(); o.Cluster != "east" || o.Source != "service/ns/b" {
-			t.Fatalf("b's entry has origin %+v", o)
-		}
+	east := a[0].Origin()
+	if east.Cluster != "east" || a[1].Origin().Cluster != "west" || b[0].Origin() != east || b[1].Origin() != east {
+		t.Fatalf("origins a %p %+v, %p %+v; b %p, %p: want every east record on one Origin", east, *east, a[1].Origin(), *a[1].Origin(), b[0].Origin(), b[1].Origin())
 	}
-	if b[1].Origin() != b[2].Origin() || len(z.line.origins) != 1 {
-		t.Fatalf("the change's two records have origins %p and %p, %d in the table: want one, shared", b[1].Origin(), b[2].Origin(), len(z.line.origins))
+	if c[0].Origin() != noOrigin || len(z.line.origins) != 2 {
+		t.Fatalf("c's origin %+v, %d origins in the table: want none for c, two in all", *c[0].Origin(), len(z.line.origins))
+	}
+	if got, want := string(b[1].Value().Encode()), `{"host":"10.0.1.2","cluster":"east"}`; got != want {
+		t.Errorf("b's change shows %s, want %s", got, want)
 	}
 }
