@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -267,5 +268,35 @@ func TestRecordsShareTheirClustersOrigin(t *testing.T) {
 	}
 	if got, want := string(b[1].Value().Encode()), `{"host":"10.0.1.2","cluster":"east"}`; got != want {
 		t.Errorf("b's change shows %s, want %s", got, want)
+	}
+}
+
+// An SRV whose target is the name its owner is under keeps no copy of the
+// target: it is the end of the owner's name, which the node holds anyway.
+// A target elsewhere, or one that only ends the same way, is its own.
+func TestSRVTargetSharesItsOwnersName(t *testing.T) {
+	z := NewZone(cfg)
+	for _, c := range []struct {
+		key, host string
+		shared    bool
+	}{
+		{"/skydns/local/cluster/svc/ns/web/_tcp/_http/1", "web.ns.svc.cluster.local", true},
+		{"/skydns/local/cluster/svc/ns/web/_tcp/_http/2", "WEB.ns.svc.cluster.local.", true},
+		{"/skydns/local/cluster/svc/ns/web/_tcp/_http/3", "db.ns.svc.cluster.local", false},
+		{"/skydns/local/cluster/svc/ns/web/_tcp/_http/4", "b.ns.svc.cluster.local", false}, // "...web" ends in "b" mid-label
+	} {
+		owner, e, err := z.Parse(c.key, []byte(`{"host":"`+c.host+`","port":80}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := keys.CanonicalName(c.host)
+		if e.Data() != want {
+			t.Fatalf("%s: target %q, want %q", c.key, e.Data(), want)
+		}
+		start, end := uintptr(unsafe.Pointer(unsafe.StringData(owner))), uintptr(unsafe.Pointer(unsafe.StringData(owner)))+uintptr(len(owner))
+		p := uintptr(unsafe.Pointer(unsafe.StringData(e.Data())))
+		if shared := start <= p && p < end; shared != c.shared {
+			t.Errorf("%s -> %s: target in the owner's string %v, want %v", c.key, c.host, shared, c.shared)
+		}
 	}
 }
