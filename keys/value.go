@@ -135,7 +135,7 @@ func (v Value) Type(owner string, reverse bool) (uint16, error) {
 	case v.Host == "":
 		return dns.TypeTXT, nil
 	}
-	if ip, err := netip.ParseAddr(v.Host); err == nil {
+	if ip, ok := hostAddr(v.Host); ok {
 		if ip.Is4() || ip.Is4In6() {
 			return dns.TypeA, nil
 		}
@@ -163,9 +163,26 @@ func IsSRVOwner(owner string) bool {
 
 // Target returns a name host in canonical form, or "" for an IP host.
 func (v Value) Target() string {
-	if _, err := netip.ParseAddr(v.Host); err == nil {
+	if _, ok := hostAddr(v.Host); ok {
 		return ""
 	}
 	n, _ := CanonicalName(v.Host)
 	return n
+}
+
+// hostAddr is netip.ParseAddr for a host that may be an address or a
+// name. A host with no colon (every IPv6 form has one) and anything but
+// digits and dots in it is no address, and is told so without the error
+// ParseAddr allocates for it: at every SRV, PTR and CNAME value of a load,
+// twice.
+func hostAddr(host string) (netip.Addr, bool) {
+	if !strings.Contains(host, ":") {
+		for i := 0; i < len(host); i++ {
+			if c := host[i]; c != '.' && (c < '0' || c > '9') {
+				return netip.Addr{}, false
+			}
+		}
+	}
+	ip, err := netip.ParseAddr(host)
+	return ip, err == nil
 }

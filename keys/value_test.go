@@ -195,3 +195,34 @@ func TestDecodeViewAllocatesNothing(t *testing.T) {
 		t.Errorf("DecodeView: %v allocations, want 0", n)
 	}
 }
+
+// hostAddr tells addresses from names exactly as netip.ParseAddr does, and
+// a name costs it no allocation.
+func TestHostAddrIsParseAddr(t *testing.T) {
+	for _, h := range []string{
+		"10.96.0.1", "0.0.0.0", "255.255.255.255", "256.1.1.1", "10.96.0", "10.96.0.1.", "010.1.1.1", "1..2.3",
+		"::1", "fd00::10", "::ffff:10.96.0.1", "fe80::1%eth0", "2001:db8::g", ":", "",
+		"web.ns.svc.cluster.local", "10-244-0-11.db.ns.svc.cluster.local", "WEB.", "1e5", "0x0a000001", "10.96.0.1a",
+	} {
+		want, err := netip.ParseAddr(h)
+		got, ok := hostAddr(h)
+		if ok != (err == nil) || got != want {
+			t.Errorf("hostAddr(%q) = %v, %v; netip.ParseAddr: %v, %v", h, got, ok, want, err)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { hostAddr("_http._tcp.web.ns.svc.cluster.local") }); n != 0 {
+		t.Errorf("hostAddr of a name: %v allocations, want none", n)
+	}
+}
+
+func FuzzHostAddr(f *testing.F) {
+	for _, h := range []string{"10.96.0.1", "::1", "fe80::1%eth0", "web.ns", "1.2.3"} {
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		want, err := netip.ParseAddr(h)
+		if got, ok := hostAddr(h); ok != (err == nil) || got != want {
+			t.Errorf("hostAddr(%q) = %v, %v; netip.ParseAddr: %v, %v", h, got, ok, want, err)
+		}
+	})
+}
