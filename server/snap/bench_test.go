@@ -108,9 +108,8 @@ func measureLoad(b *testing.B, kvs []KV, allocated bool) {
 }
 
 // BenchmarkLoadServices is BenchmarkLoad's measure for a zone of one
-// record an object: n ClusterIP services, each its own Origin, as the
-// fleet bench's world has them. There an Origin is a record's worth of
-// memory, where BenchmarkLoad's hundred endpoints a service share one.
+// record an object: n ClusterIP services. Each name is a record's own,
+// where BenchmarkLoad's hundred endpoints of a service share theirs.
 //
 //	go test -run '^$' -bench 'LoadServices' -benchtime 1x ./server/snap/
 func BenchmarkLoadServices(b *testing.B) {
@@ -159,7 +158,7 @@ func BenchmarkBurst(b *testing.B) {
 
 // serviceKVs is n ClusterIP services as the publisher writes them, and as
 // bench/fleet's world has them: an A and an SRV in cluster.local, a PTR in
-// in-addr.arpa, each object's records with its own origin.
+// in-addr.arpa, all of one cluster.
 func serviceKVs(n int) []KV {
 	kvs := make([]KV, 0, 3*n)
 	for i := range n {

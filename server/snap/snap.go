@@ -374,7 +374,7 @@ type Entry struct {
 
 // extra is the part of an entry most records do without, and its origin.
 type extra struct {
-	origin   *Origin // shared by every record of one object; never nil
+	origin   *Origin // shared by every record of one cluster; never nil
 	id       string  // the key's last segment, when it is no packed id
 	rawID    bool    // id holds it: "" in a reverse zone, whose key is the name itself
 	data     string  // the canonical target of a CNAME, PTR or SRV, or the text of a TXT
@@ -445,7 +445,7 @@ func (e *Entry) Origin() *Origin { return e.extra().origin }
 // order by (spec 003). A value's source (the Kubernetes object) is not
 // kept: no answer depends on it, and where a service has one record a
 // zone, as most have, an Origin of its own for each object was a quarter
-// of a node-local frontend's memory (BenchmarkLoadFleet). etcdctl shows it.
+// of the snapshot's heap (BenchmarkLoadFleet). etcdctl shows it.
 type Origin struct {
 	Cluster string
 	plain   extra // the extra of its address records with packed ids
@@ -557,7 +557,9 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 		} else if target := v.Target(); len(owner) > len(target) && owner[len(owner)-len(target)-1] == '.' && strings.HasSuffix(owner, target) {
 			// An SRV's target is most often the name its own owner is
 			// under (_http._tcp.NAME -> NAME): a part of the owner's
-			// string, which its node keeps anyway, instead of a copy.
+			// string, which a new node keeps as its name, instead of a
+			// copy. Where the node exists already the entry keeps this
+			// owner string alone, a few bytes more than a copy.
 			x.data = owner[len(owner)-len(target):]
 		} else {
 			x.data = strings.Clone(target)

@@ -45,7 +45,13 @@ func TestLoadKeepsNoPageBytes(t *testing.T) {
 		case 1:
 			add(fmt.Sprintf("/skydns/local/cluster/svc/%s/s%d/raw-id-%d", ns, i, i), fmt.Sprintf(`{"host":"fd00::%x",%s}`, i, src))
 		case 2:
-			add(fmt.Sprintf("/skydns/local/cluster/svc/%s/_tcp/_http/s%d/x", ns, i), fmt.Sprintf(`{"host":"s%d.%s.svc.cluster.local","port":%d,"priority":10,"weight":%d,%s}`, i, ns, 8000+i, i%100, src))
+			// Half as the publisher writes them, the target the name the
+			// owner is under (which the entry takes from the owner's name).
+			key := fmt.Sprintf("/skydns/local/cluster/svc/%s/_tcp/_http/s%d/x", ns, i)
+			if i%16 == 2 {
+				key = fmt.Sprintf("/skydns/local/cluster/svc/%s/s%d/_tcp/_http/x", ns, i)
+			}
+			add(key, fmt.Sprintf(`{"host":"s%d.%s.svc.cluster.local","port":%d,"priority":10,"weight":%d,%s}`, i, ns, 8000+i, i%100, src))
 		case 3:
 			add(fmt.Sprintf("/skydns/local/cluster/svc/%s/alias%d/x", ns, i), fmt.Sprintf(`{"host":"Target%d.Example.COM"}`, i))
 		case 4:
