@@ -305,9 +305,12 @@ func (e *cached) genOr(gen uint64) uint64 {
 
 // cacheView is the snapshot queries are answered from, the cache they use
 // and the view's number, which goes up by one with each new snapshot:
-// comparing one pointer tells a query whether anything changed.
+// comparing one pointer tells a query whether anything changed. It holds
+// the snapshot's Mark, not the snapshot: the view outlives its snapshot
+// until the next query, and an idle frontend would keep the snapshot the
+// store last replaced, and all it does not share with the current one.
 type cacheView struct {
-	snap  *snap.Snapshot
+	snap  snap.Mark
 	cache *respCache
 	gen   uint64
 }
@@ -319,7 +322,7 @@ type cacheView struct {
 // which entries do not record, starts an empty one.
 func (s *Server) cacheFor(sn *snap.Snapshot) (*respCache, uint64) {
 	v := s.cache.Load()
-	if v != nil && v.snap == sn {
+	if v != nil && v.snap.Of(sn) {
 		return v.cache, v.gen
 	}
 	for {
@@ -334,7 +337,7 @@ func (s *Server) cacheFor(sn *snap.Snapshot) (*respCache, uint64) {
 			// snapshot's memory goes.
 			return v.cache, v.gen
 		}
-		nv := &cacheView{snap: sn, gen: 1}
+		nv := &cacheView{snap: sn.Mark(), gen: 1}
 		if v != nil && v.snap.SameStubs(sn) {
 			nv.cache, nv.gen = v.cache, v.gen+1
 		} else {
@@ -344,7 +347,7 @@ func (s *Server) cacheFor(sn *snap.Snapshot) (*respCache, uint64) {
 		if s.cache.CompareAndSwap(v, nv) {
 			return nv.cache, nv.gen
 		}
-		if v = s.cache.Load(); v.snap == sn {
+		if v = s.cache.Load(); v.snap.Of(sn) {
 			return v.cache, v.gen
 		}
 	}

@@ -19,6 +19,8 @@ import (
 type Snapshot struct {
 	Rev   int64
 	Zones []*Zone // most specific first, so the first match is the longest
+
+	id atomic.Pointer[ident] // what its Marks hold; made when first asked for
 }
 
 // NewSnapshot orders zones most labels first, so Zone finds the most
@@ -163,7 +165,7 @@ type Zone struct {
 
 	stubRange  string           // Range + dns/stub/: nameservers, not records
 	stubs      map[string]*Stub // by domain
-	stubsBatch uint32           // the batch that last copied stubs, for SameStubs
+	stubsBatch uint32           // the batch that last copied stubs, for Mark.SameStubs
 
 	Sky *skydns.Tree // the values of a SkyDNS zone; nil: none yet, or not one
 

@@ -131,21 +131,6 @@ func (s *Snapshot) Stub(name string) *Stub {
 	return best
 }
 
-// SameStubs reports whether s and o hold the same stub domains: each
-// zone of one derives from the other's by batches that left its stub
-// domains alone.
-func (s *Snapshot) SameStubs(o *Snapshot) bool {
-	if len(s.Zones) != len(o.Zones) {
-		return false
-	}
-	for i, z := range s.Zones {
-		if oz := o.Zones[i]; z.line != oz.line || z.stubsBatch != oz.stubsBatch {
-			return false
-		}
-	}
-	return true
-}
-
 // Stubs lists the zone's stub domains, for debugging, not for queries.
 func (z *Zone) Stubs() []*Stub {
 	return slices.SortedFunc(maps.Values(z.stubs), func(a, b *Stub) int { return cmp.Compare(a.Domain, b.Domain) })
