@@ -20,6 +20,13 @@ import (
 // answering counts as quiet; a steady stream of changes never is, and is
 // left to the GC. A small zone never has that much slack, so it never pays
 // for the forced collection.
+//
+// The slack is counted against the live heap of the collector's last
+// cycle, which is stale once the store has packed its tables (changes
+// paused after a burst, store.Packs): the tables packing replaced are
+// garbage the count still holds live, and allocation has gone quiet, so
+// no cycle comes to find out. A pack since the last look is therefore a
+// reason to release by itself; it comes once a pause, at most.
 const (
 	releaseEvery    = time.Second
 	releaseQuiet    = 1 << 20 // bytes allocated in releaseEvery, at most
@@ -27,14 +34,16 @@ const (
 )
 
 // heapReleaser runs debug.FreeOSMemory when the heap's slack is worth it
-// (see releaseMinSlack).
+// (see releaseMinSlack), or the store has packed its tables since it last
+// looked (packs counts the packings).
 type heapReleaser struct {
 	released prometheus.Counter
 	log      *slog.Logger
+	packs    func() uint64
 }
 
-func newHeapReleaser(reg prometheus.Registerer, log *slog.Logger) *heapReleaser {
-	h := &heapReleaser{log: log, released: prometheus.NewCounter(prometheus.CounterOpts{
+func newHeapReleaser(reg prometheus.Registerer, log *slog.Logger, packs func() uint64) *heapReleaser {
+	h := &heapReleaser{log: log, packs: packs, released: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_heap_releases_total",
 		Help: "Times dnsd collected and returned its heap's slack to the operating system once allocation went quiet (after a load, a relist or a burst of changes).",
 	})}
@@ -53,6 +62,7 @@ func (h *heapReleaser) run(ctx context.Context) {
 	t := time.NewTicker(releaseEvery)
 	defer t.Stop()
 	var lastAllocs uint64
+	lastPacks := h.packs()
 	for {
 		select {
 		case <-ctx.Done():
@@ -64,16 +74,21 @@ func (h *heapReleaser) run(ctx context.Context) {
 		held := samples[2].Value.Uint64() + samples[3].Value.Uint64()
 		quiet := allocs-lastAllocs <= releaseQuiet
 		lastAllocs = allocs
-		if !quiet || held < live {
+		if !quiet {
 			continue
 		}
-		if slack := held - live; slack >= max(releaseMinSlack, live/8) {
-			began := time.Now()
-			debug.FreeOSMemory()
-			h.released.Inc()
-			h.log.Info("returned the heap's slack to the operating system", "slack_mib", slack>>20, "live_mib", live>>20, "took", time.Since(began).Round(time.Millisecond))
-			metrics.Read(samples[:1])
-			lastAllocs = samples[0].Value.Uint64()
+		packs := h.packs()
+		packed, slack := packs != lastPacks, held-min(held, live)
+		if !packed && slack < max(releaseMinSlack, live/8) {
+			continue
 		}
+		lastPacks = packs
+		began := time.Now()
+		debug.FreeOSMemory()
+		h.released.Inc()
+		h.log.Info("returned the heap's slack to the operating system", "slack_mib", slack>>20, "live_mib", live>>20,
+			"after_packing", packed, "took", time.Since(began).Round(time.Millisecond))
+		metrics.Read(samples[:1])
+		lastAllocs = samples[0].Value.Uint64()
 	}
 }

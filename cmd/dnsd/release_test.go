@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func TestReleaseIdleHeap(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go newHeapReleaser(reg, slog.New(slog.NewTextHandler(io.Discard, nil))).run(ctx)
+	go newHeapReleaser(reg, slog.New(slog.NewTextHandler(io.Discard, nil)), func() uint64 { return 0 }).run(ctx)
 	released := func() float64 {
 		mfs, err := reg.Gather()
 		if err != nil || len(mfs) != 1 || mfs[0].GetName() != "etcdns_dnsd_heap_releases_total" {
@@ -60,5 +61,40 @@ func TestReleaseIdleHeap(t *testing.T) {
 	time.Sleep(3 * releaseEvery)
 	if n := released(); n != 1 {
 		t.Errorf("%v releases, want 1: nothing was left to release after the first", n)
+	}
+}
+
+// Packing leaves garbage the collector's last count holds live, so a pack
+// since the last look releases by itself once allocation is quiet, though
+// the slack counted is small; once, and not without a pack.
+func TestReleaseAfterPacking(t *testing.T) {
+	var packs atomic.Uint64
+	reg := prometheus.NewRegistry()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runtime.GC()
+	go newHeapReleaser(reg, slog.New(slog.NewTextHandler(io.Discard, nil)), packs.Load).run(ctx)
+	released := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil || len(mfs) != 1 {
+			t.Fatalf("gathered %v, %v; want etcdns_dnsd_heap_releases_total alone", mfs, err)
+		}
+		return mfs[0].Metric[0].Counter.GetValue()
+	}
+	time.Sleep(5 * releaseEvery / 2)
+	if n := released(); n != 0 {
+		t.Fatalf("%v releases of a heap with no slack and no pack, want none", n)
+	}
+	packs.Add(1)
+	deadline := time.Now().Add(10 * releaseEvery)
+	for released() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no release within %v of a pack", 10*releaseEvery)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * releaseEvery)
+	if n := released(); n != 1 {
+		t.Errorf("%v releases after one pack, want 1", n)
 	}
 }
