@@ -124,7 +124,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); errs <- st.Run(ctx) }()
 	go func() { defer wg.Done(); errs <- srv.Serve(ctx, l) }()
-	go newHeapReleaser(reg, log, st.Packs).run(ctx)
+	go newHeapReleaser(reg, log, st.PackedBytes).run(ctx)
 	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods, "cluster", cfg.Cluster.ID)
 
 	var ops *http.Server

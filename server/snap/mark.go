@@ -41,8 +41,9 @@ func (s *Snapshot) ident() *ident {
 	return s.id.Load()
 }
 
-// Of reports whether m is s's Mark.
-func (m Mark) Of(s *Snapshot) bool { return m.id != nil && m.id == s.ident() }
+// Of reports whether m is s's Mark. A snapshot no Mark was made of has
+// no identity yet, and is no Mark's.
+func (m Mark) Of(s *Snapshot) bool { return m.id != nil && m.id == s.id.Load() }
 
 // SameStubs reports whether m's snapshot and s hold the same stub
 // domains: each zone of one derives from the other's by batches that

@@ -72,10 +72,13 @@ func packedLeaf(size func(j int) int) *leaf {
 }
 
 // Pack returns s with every zone that is at least min Scattered packed,
-// and whether there was one. The zones, their nodes and s's revision stay
-// the same, so an answer built from s stands in the result.
-func (s *Snapshot) Pack(min float64) (*Snapshot, bool) {
+// and about how many bytes of s's tables that leaves to the collector once
+// s is gone; 0 and s itself when no zone was packed. The zones, their
+// nodes and s's revision stay the same, so an answer built from s stands
+// in the result.
+func (s *Snapshot) Pack(min float64) (*Snapshot, int) {
 	var p *Snapshot
+	freed := 0
 	for i, z := range s.Zones {
 		if z.copies == 0 || z.Scattered() < min {
 			continue
@@ -84,9 +87,25 @@ func (s *Snapshot) Pack(min float64) (*Snapshot, bool) {
 			p = &Snapshot{Rev: s.Rev, Zones: slices.Clone(s.Zones)}
 		}
 		p.Zones[i] = z.Pack()
+		freed += z.packedGarbage()
 	}
 	if p == nil {
-		return s, false
+		return s, 0
 	}
-	return p, true
+	return p, freed
+}
+
+// packedGarbage estimates what packing z frees: its tables, and the
+// blocks of the packing before, which each table's copy left in place
+// while the leaf's other tables kept them.
+func (z *Zone) packedGarbage() int {
+	bytes := 0
+	for _, l := range z.names {
+		for _, t := range l {
+			if t != nil {
+				bytes += len(t.slots)*(8+1) + 48 // a slot: a pointer and a tag; the header
+			}
+		}
+	}
+	return int(float64(bytes) * (1 + min(z.Scattered(), 1)))
 }

@@ -91,17 +91,30 @@ func TestSnapshotPacksScatteredZonesOnly(t *testing.T) {
 	quiet := load(t, endpointKVs(1000, 0))
 	busy := scatter(t, 1000, 1, 16)
 	s := &Snapshot{Rev: 7, Zones: []*Zone{quiet, busy}}
-	p, ok := s.Pack(0.25)
-	if !ok || p == s || p.Rev != 7 || p.Zones[0] != quiet || p.Zones[1] == busy || p.Zones[1].Scattered() != 0 {
-		t.Fatalf("Pack(0.25) = %v; zones %p %p of %p %p", ok, p.Zones[0], p.Zones[1], quiet, busy)
+	p, freed := s.Pack(0.25)
+	if freed == 0 || p == s || p.Rev != 7 || p.Zones[0] != quiet || p.Zones[1] == busy || p.Zones[1].Scattered() != 0 {
+		t.Fatalf("Pack(0.25) freed %d; zones %p %p of %p %p", freed, p.Zones[0], p.Zones[1], quiet, busy)
+	}
+	// At least busy's tables as they were, at most twice that: the blocks
+	// of the packing before, which copies superseded, go too.
+	tables := 0
+	for _, l := range busy.names {
+		for _, t := range l {
+			if t != nil {
+				tables += len(t.slots) * 9
+			}
+		}
+	}
+	if freed < tables || freed > 3*tables {
+		t.Errorf("Pack(0.25) reports %d bytes freed; busy's tables hold %d in their slots", freed, tables)
 	}
 	if s.Zones[1] != busy {
 		t.Fatal("Pack changed the snapshot it was given")
 	}
-	if p2, ok := p.Pack(0.25); ok || p2 != p {
+	if p2, freed := p.Pack(0.25); freed != 0 || p2 != p {
 		t.Fatal("a packed snapshot was packed again")
 	}
-	if _, ok := s.Pack(busy.Scattered() + 1); ok {
+	if _, freed := s.Pack(busy.Scattered() + 1); freed != 0 {
 		t.Fatal("a zone below the share asked for was packed")
 	}
 }

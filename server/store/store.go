@@ -59,9 +59,9 @@ type Store struct {
 	oneKey string
 	log    *slog.Logger
 
-	cur   atomic.Pointer[snap.Snapshot]
-	ready chan struct{}
-	packs atomic.Uint64 // snapshots whose tables were packed (Packs)
+	cur    atomic.Pointer[snap.Snapshot]
+	ready  chan struct{}
+	packed atomic.Uint64 // bytes of tables packing has left to the collector (PackedBytes)
 
 	mu  sync.Mutex
 	bad map[string]Malformed // by key
@@ -570,12 +570,12 @@ func countRecords(sn *snap.Snapshot) int {
 	return n
 }
 
-// Packs is how many times the store has packed its tables (see
-// packScattered). Each time, the tables it replaced are garbage that the
-// collector's last count of the live heap still holds live: at a million
-// records, 17 to 29 MiB that a frontend would otherwise keep as RSS until
-// changes make the GC run again.
-func (s *Store) Packs() uint64 { return s.packs.Load() }
+// PackedBytes is about how many bytes of tables the store's packings (see
+// packScattered) have left to the collector, in all. The collector's last
+// count of the live heap still counts them: at a million records, packing
+// after the load took 29 MB off the live heap that a frontend would
+// otherwise have kept as RSS while nothing else made it worth returning.
+func (s *Store) PackedBytes() uint64 { return s.packed.Load() }
 
 func (s *Store) publish(sn *snap.Snapshot) {
 	s.cur.Store(sn)
@@ -1013,10 +1013,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			if !applied.IsZero() && time.Since(applied) >= packQuiet {
 				applied = time.Time{}
-				if p, ok := cur.Pack(packScattered); ok {
+				if p, freed := cur.Pack(packScattered); freed > 0 {
 					cur = p
 					s.publish(cur)
-					s.packs.Add(1)
+					s.packed.Add(uint64(freed))
 				}
 			}
 			if s.behind != 0 && !s.noProgress[ep.Name] {
@@ -1177,12 +1177,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		// A stream of changes that never pauses still gets its tables
 		// packed, less often.
-		var packed bool
-		cur, packed = next.Pack(packBusy)
+		var freed int
+		cur, freed = next.Pack(packBusy)
 		s.publish(cur)
-		if packed {
-			s.packs.Add(1)
-		}
+		s.packed.Add(uint64(freed))
 		s.caughtUp(shown)
 		// The time spent applying is ours, not the stream's silence.
 		last = time.Now()
