@@ -393,3 +393,30 @@ func TestSilentCompactionRelists(t *testing.T) {
 		t.Errorf("restarts{compacted} = %v, %d loads: want a relist\n%s", got, loads, log.String())
 	}
 }
+
+// A watch that resumes onto a member already frozen never gets its created
+// response, and clientv3's Watch does not return until it does: the wait
+// must not keep the stream's liveness checks from running. Seen in
+// TestClusterFaultsNeverBlind: the frozen member was the leader, the two
+// others answered "no leader" at once, and the frontend came back round to
+// the frozen one and stayed there.
+func TestWatchResumedOntoAFrozenMemberMovesOn(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct)
+	frozen := client(t, frz.l.Addr().String())
+	if _, err := frozen.Get(context.Background(), "connected"); err != nil {
+		t.Fatal(err)
+	}
+	frz.freeze()
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.WatchOn([]Endpoint{{Name: "frozen", Client: frozen}, {Name: "healthy", Client: client(t, direct)}},
+		Liveness{Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond})
+	runStore(t, s)
+
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	eventually(t, "a change through the healthy endpoint", func() bool { return len(addrs(s.Snapshot(), "a.ns.svc.cluster.local")) == 1 })
+	if got := value(s.endpoint.WithLabelValues("healthy")); got != 1 {
+		t.Errorf("watch_endpoint{healthy} = %v, want 1", got)
+	}
+}

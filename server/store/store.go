@@ -903,18 +903,27 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// changecpu). Several are merged into ch, buffered so that responses
 	// queue there while one is applied, where the loop below can take them
 	// together.
+	//
+	// clientv3's Watch returns only once the member has answered that the
+	// watch is created, and a frozen member never answers: so it is called
+	// off this goroutine, and the liveness checks below run meanwhile
+	// (TestWatchResumedOntoAFrozenMemberMovesOn). Failing, they cancel ctx,
+	// which ends the wait.
 	watch := func(p string) clientv3.WatchChan {
 		return ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(from+1),
 			clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
 	}
-	var one clientv3.WatchChan
+	var one clientv3.WatchChan // nil until Watch returns
+	var opened chan clientv3.WatchChan
 	var ch chan result
 	if len(prefixes) == 1 {
-		one = watch(prefixes[0])
+		opened = make(chan clientv3.WatchChan, 1)
+		go func() { opened <- watch(prefixes[0]) }()
 	} else {
 		ch = make(chan result, 1024)
 		for _, p := range prefixes {
-			go func(wch clientv3.WatchChan) {
+			go func() {
+				wch := watch(p)
 				for {
 					resp, ok := <-wch
 					r := received(resp, ok)
@@ -927,7 +936,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 						return
 					}
 				}
-			}(watch(p))
+			}()
 		}
 	}
 	// A quarter of the interval: the timeout is noticed at most that late.
@@ -986,6 +995,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	for {
 		var r result
 		select {
+		case one = <-opened:
+			opened = nil
+			continue
 		case r = <-ch:
 		case resp, ok := <-one:
 			r = received(resp, ok)
