@@ -87,28 +87,34 @@ func loadZone(tb testing.TB, c Config, kvs []KV) *Zone {
 //	go test -run '^$' -bench 'Load/1000000' -benchtime 1x ./server/snap/
 func BenchmarkLoad(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) { measureLoad(b, endpointKVs(n, 0), true) })
+		b.Run(fmt.Sprint(n), func(b *testing.B) { measureLoad(b, []Config{cfg}, endpointKVs(n, 0), true) })
 	}
 }
 
-// measureLoad loads kvs into a new zone each round and reports the time a
-// record, the live heap the zone keeps a record, and, if allocated, what
-// the load allocated a record.
-func measureLoad(b *testing.B, kvs []KV, allocated bool) {
+// measureLoad loads kvs into a new zone of each of zones each round and
+// reports the time a record, the live heap the zones keep a record, and,
+// if allocated, what the load allocated a record.
+func measureLoad(b *testing.B, zones []Config, kvs []KV, allocated bool) {
 	n := len(kvs)
-	var z *Zone
+	var loaded []*Zone
 	var before, after runtime.MemStats
 	for b.Loop() {
-		z = nil
+		loaded = nil
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		z = load(b, kvs)
+		for _, c := range zones {
+			loaded = append(loaded, loadZone(b, c, kvs))
+		}
 	}
 	b.StopTimer()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if z.Records != n {
-		b.Fatalf("%d records, want %d", z.Records, n)
+	records := 0
+	for _, z := range loaded {
+		records += z.Records
+	}
+	if records != n {
+		b.Fatalf("%d records, want %d", records, n)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/record")
 	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/record")
@@ -116,7 +122,7 @@ func measureLoad(b *testing.B, kvs []KV, allocated bool) {
 		// Garbage too is a cold start's time, and its peak memory.
 		b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n), "allocated-B/record")
 	}
-	runtime.KeepAlive(z)
+	runtime.KeepAlive(loaded)
 	runtime.KeepAlive(kvs)
 }
 
@@ -134,7 +140,7 @@ func BenchmarkLoadServices(b *testing.B) {
 			Value: fmt.Appendf(nil, `{"host":"10.%d.%d.%d","ttl":5,"cluster":"bench","source":"service/ns%d/svc%d"}`, 96+i>>16&7, i>>8&255, i&255, i%100, i),
 		}
 	}
-	measureLoad(b, kvs, false)
+	measureLoad(b, []Config{cfg}, kvs, false)
 }
 
 // BenchmarkBurst is one watch response of a rolling update at scale: 100
@@ -196,29 +202,5 @@ func serviceKVs(n int) []KV {
 //
 //	go test -run '^$' -bench 'LoadFleet' -benchtime 1x ./server/snap/
 func BenchmarkLoadFleet(b *testing.B) {
-	kvs := serviceKVs(33_334)
-	zones := []Config{cfg, {Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5}}
-	var loaded []*Zone
-	var before, after runtime.MemStats
-	for b.Loop() {
-		loaded = nil
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		for _, c := range zones {
-			loaded = append(loaded, loadZone(b, c, kvs))
-		}
-	}
-	b.StopTimer()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	n := 0
-	for _, z := range loaded {
-		n += z.Records
-	}
-	if n != len(kvs) {
-		b.Fatalf("%d records, want %d", n, len(kvs))
-	}
-	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/record")
-	runtime.KeepAlive(loaded)
-	runtime.KeepAlive(kvs)
+	measureLoad(b, []Config{cfg, {Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5}}, serviceKVs(33_334), false)
 }

@@ -103,7 +103,7 @@ func (z *Zone) packedGarbage() int {
 	for _, l := range z.names {
 		for _, t := range l {
 			if t != nil {
-				bytes += len(t.slots)*(8+1) + 48 // a slot: a pointer and a tag; the header
+				bytes += len(t.slots)*(8+1) + 56 // a slot: a pointer and a tag; the header
 			}
 		}
 	}

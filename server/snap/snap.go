@@ -556,7 +556,7 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 		x.port, x.priority, x.weight = int32(v.Port), uint16(v.Priority), uint16(v.Weight)
 		if t == dns.TypeTXT {
 			x.data = strings.Clone(v.Text)
-		} else if target := v.Target(); len(owner) > len(target) && owner[len(owner)-len(target)-1] == '.' && strings.HasSuffix(owner, target) {
+		} else if target := v.Target(); keys.IsSubdomain(owner, target) {
 			// An SRV's target is most often the name its own owner is
 			// under (_http._tcp.NAME -> NAME): a part of the owner's
 			// string, which a new node keeps as its name, instead of a
