@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -21,6 +22,32 @@ func Start(c config.Embedded, log *slog.Logger) (*embed.Etcd, string, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// A port LoopbackURL picks is free when picked and closed again, so
+	// another process can take it before etcd binds it (parallel tests
+	// do): pick again.
+	for try := 1; ; try++ {
+		e, u, err := start(c, log)
+		if err == nil || try == pickTries || !errors.Is(err, syscall.EADDRINUSE) || !picksPort(c) {
+			return e, u, err
+		}
+		log.Info("embedded etcd: a port picked for it was taken before it started; picking again", "err", err)
+	}
+}
+
+// pickTries is how many times Start picks ports.
+const pickTries = 5
+
+// picksPort reports whether c leaves a port for Start to pick.
+func picksPort(c config.Embedded) bool {
+	for _, raw := range []string{c.ClientURL, c.PeerURL} {
+		if u, err := url.Parse(raw); err == nil && u.Port() == "0" {
+			return true
+		}
+	}
+	return false
+}
+
+func start(c config.Embedded, log *slog.Logger) (*embed.Etcd, string, error) {
 	client, err := LoopbackURL("etcd.embedded.client-url", c.ClientURL)
 	if err != nil {
 		return nil, "", err
@@ -75,12 +102,20 @@ func LoopbackURL(key, raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%s: %q is not a loopback address", key, raw)
 	}
 	if port == "0" {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
+		if u.Host, err = pickPort(host); err != nil {
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
-		u.Host = l.Addr().String()
-		l.Close()
 	}
 	return u, nil
+}
+
+// pickPort returns host with a port free at the time; a variable so that a
+// test can pick one that is not.
+var pickPort = func(host string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
