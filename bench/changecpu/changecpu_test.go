@@ -138,6 +138,11 @@ func TestChangeCPU(t *testing.T) {
 						filepath.Join(profDir, v.name+".pprof"))
 				}()
 				time.Sleep(100 * time.Millisecond)
+				// What the changes allocate: the allocs profile after them,
+				// less this one (go tool pprof -base).
+				if err := fetch("http://"+ops+"/debug/pprof/allocs", filepath.Join(profDir, v.name+".allocs-before")); err != nil {
+					t.Errorf("allocs profile: %v", err)
+				}
 			}
 			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), switches(pid)
 			made, lastRev := 0, int64(0)
@@ -180,6 +185,9 @@ func TestChangeCPU(t *testing.T) {
 			if prof != nil {
 				if err := <-prof; err != nil {
 					t.Errorf("profile: %v", err)
+				}
+				if err := fetch("http://"+ops+"/debug/pprof/allocs", filepath.Join(profDir, v.name+".allocs-after")); err != nil {
+					t.Errorf("allocs profile: %v", err)
 				}
 				copyFile(t, v.bin, filepath.Join(profDir, v.name+".bin"))
 			}

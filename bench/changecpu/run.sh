@@ -7,7 +7,7 @@
 #   bench/changecpu/run.sh                       # the tree as it is
 #   REFS="main HEAD" bench/changecpu/run.sh      # builds of git refs, alternated
 #   REFS="main HEAD HEAD:GOMAXPROCS=1" bench/changecpu/run.sh
-#   PROFILE=/tmp/prof bench/changecpu/run.sh     # a CPU profile of round 1's changes
+#   PROFILE=/tmp/prof bench/changecpu/run.sh     # CPU and allocation profiles of round 1's changes
 #   SMAPS=/tmp/smaps bench/changecpu/run.sh       # round 1's /proc/<pid>/smaps, after the load and the changes
 #
 # Environment: RECORDS=10000 RATE=100 DURATION=20 IDLE=5 ROUNDS=2 REFS
@@ -37,5 +37,9 @@ if [[ -n "${PROFILE:-}" ]]; then
 		echo
 		echo "== $f"
 		go tool pprof -top -nodecount=40 "${f%.pprof}.bin" "$f" 2>/dev/null | head -50
+		echo
+		echo "== what the changes allocated (${f%.pprof}.allocs-after less .allocs-before)"
+		go tool pprof -top -nodecount=40 -sample_index=alloc_space -base "${f%.pprof}.allocs-before" \
+			"${f%.pprof}.bin" "${f%.pprof}.allocs-after" 2>/dev/null | head -50
 	done
 fi
