@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -170,4 +171,59 @@ func BenchmarkMalformed(b *testing.B) {
 		b.ResetTimer()
 		serveConn(srv, &streamConn{r: &repeatReader{msg: frame(huge), left: b.N}, w: io.Discard})
 	})
+}
+
+// endpointNames is n names of one A record each, as a million-record
+// world's endpoints are, and an A query for each.
+func endpointNames(tb testing.TB, n int) ([]snap.KV, [][]byte) {
+	kvs := make([]snap.KV, n)
+	wires := make([][]byte, n)
+	for i := range n {
+		kvs[i] = snap.KV{
+			Key:   fmt.Sprintf("/skydns/local/cluster/svc/ns%d/svc%d/ep%d/x", i%20, i%1000, i),
+			Value: []byte(fmt.Sprintf(`{"host":"10.%d.%d.%d"}`, i>>16, i>>8&255, i&255)),
+		}
+		q := new(dns.Msg).SetQuestion(fmt.Sprintf("ep%d.svc%d.ns%d.svc.cluster.local.", i, i%1000, i%20), dns.TypeA)
+		q.SetEdns0(1232, false)
+		var err error
+		if wires[i], err = q.Pack(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return kvs, wires
+}
+
+// BenchmarkCacheFill is the heap a name costs once asked: n names of one
+// A record each, each asked once, as bench/scale's verification asks its
+// burst's names. What stays is the cache's entry: its key, response,
+// index and what the answer read.
+//
+//	go test -run '^$' -bench 'CacheFill' -benchtime 1x ./server/
+func BenchmarkCacheFill(b *testing.B) {
+	const n = 50_000
+	kvs, wires := endpointNames(b, n)
+	var per float64
+	for b.Loop() {
+		// A snapshot of its own, so no name was asked for before.
+		sn, errs := snap.Build(zones, 9, kvs)
+		if len(errs) > 0 {
+			b.Fatal(errs)
+		}
+		s := newServer(b, sn)
+		w := &worker{s: s, out: make([]byte, 0, 4096)}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for _, q := range wires {
+			if w.handle(q) == nil {
+				b.Fatal("no response")
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(s)
+		runtime.KeepAlive(sn)
+	}
+	b.ReportMetric(per, "B/name")
 }

@@ -28,9 +28,9 @@ const (
 	// cacheLimit bounds the entries and cacheBytes what they hold, keys
 	// and responses: a flood of random names, each a NXDOMAIN of its own,
 	// would otherwise grow the cache until the next snapshot. Once full,
-	// each new entry evicts one. At the limits a cache holds about 32 MiB
-	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it: 505
-	// bytes an entry, 390 accounted), or 32 MiB of large answers. Under
+	// each new entry evicts one. At the limits a cache holds about 28 MiB
+	// of heap for 65,536 NXDOMAINs (TestCacheFloodItem7 logs it: 455
+	// bytes an entry, 391 accounted), or 32 MiB of large answers. Under
 	// a small memory limit both shrink (cacheBounds).
 	cacheLimit  = 1 << 16
 	cacheBytes  = 32 << 20
@@ -100,15 +100,13 @@ type cacheShard struct {
 // the answer's reads (with room for the one node most answers read): two
 // allocations fewer a miss.
 type cached struct {
-	// orders holds one packed response, or rotations of them for an
-	// answer that rotates, filled as queries ask for each.
-	orders  []atomic.Pointer[[]byte]
-	one     [1]atomic.Pointer[[]byte] // orders of an answer that does not rotate
-	counter *queryCell                // the counts of this answer (metrics.go)
+	// The packed response, or for an answer that rotates, rotations of
+	// them, filled as queries ask for each (orders).
+	one     [1]atomic.Pointer[[]byte]
+	rotated *[rotations]atomic.Pointer[[]byte] // nil: the answer does not rotate
+	counter *queryCell                         // the counts of this answer (metrics.go)
 
-	searched []prometheus.Counter // the autopath counters of the search that made it
-
-	used atomic.Bool // asked for since the hand last passed
+	searched *[]prometheus.Counter // the autopath counters of the search that made it; nil: none
 
 	// gen is the newest cacheView the answer is known to stand in: a
 	// number, since holding that snapshot would keep it, and all it no
@@ -122,8 +120,26 @@ type cached struct {
 	hash uint64 // of key: its shard and its place in the shard's index
 
 	// Set and read under the shard's lock.
-	size int64 // accounted bytes
-	slot int   // index in the shard's ring; -1 once removed
+	size int32 // accounted bytes; an entry is at most maxBytes/16
+	slot int32 // index in the shard's ring; -1 once removed
+
+	used atomic.Bool // asked for since the hand last passed
+}
+
+// orders returns the entry's responses: one, or one for each rotation.
+func (e *cached) orders() []atomic.Pointer[[]byte] {
+	if e.rotated != nil {
+		return e.rotated[:]
+	}
+	return e.one[:]
+}
+
+// replayed is what w.replay counts again for a query the entry answers.
+func (e *cached) replayed() []prometheus.Counter {
+	if e.searched == nil {
+		return nil
+	}
+	return *e.searched
 }
 
 // shard returns key's shard and hash.
@@ -167,13 +183,14 @@ func (c *respCache) carry(sh *cacheShard, e *cached, sn *snap.Snapshot, gen uint
 	}
 	serial, ok := e.reads.Stands(sn)
 	if ok && e.reads.HasSOA() {
-		for i := range e.orders {
-			if p := e.orders[i].Load(); p != nil {
+		orders := e.orders()
+		for i := range orders {
+			if p := orders[i].Load(); p != nil {
 				w := slices.Clone(*p) // queries may be copying the old one
 				if ok = setSOASerial(w, serial); !ok {
 					break
 				}
-				e.orders[i].Store(&w)
+				orders[i].Store(&w)
 			}
 		}
 	}
@@ -208,34 +225,34 @@ func (c *respCache) store(key []byte, fresh *cached, order int, wire []byte, gen
 		e = fresh
 		e.gen.Store(gen)
 		k := string(key)
-		size := int64(len(k) + entryCost)
+		size := int32(len(k) + entryCost)
 		if !c.room(sh, size, nil) {
 			e.slot = -1 // never in the shard
 			return e
 		}
-		e.key, e.hash, e.size, e.slot = k, h, size, len(sh.ring)
+		e.key, e.hash, e.size, e.slot = k, h, size, int32(len(sh.ring))
 		sh.idx.put(e, c.shardLimit())
 		sh.ring = append(sh.ring, e)
-		c.bytes.Add(size)
+		c.bytes.Add(int64(size))
 	}
-	if len(e.orders) == 1 {
+	if e.rotated == nil {
 		order = 0
 	}
-	if size := int64(len(wire)); e.orders[order].Load() == nil && c.room(sh, size, e) {
-		e.orders[order].Store(&wire)
+	if size := int32(len(wire)); e.orders()[order].Load() == nil && c.room(sh, size, e) {
+		e.orders()[order].Store(&wire)
 		e.size += size
-		c.bytes.Add(size)
+		c.bytes.Add(int64(size))
 	}
 	return e
 }
 
 // room evicts entries of sh other than keep until size more bytes fit in
 // the cache and, for a new entry (keep nil), one more entry in sh.
-func (c *respCache) room(sh *cacheShard, size int64, keep *cached) bool {
-	if size > c.maxBytes/16 {
+func (c *respCache) room(sh *cacheShard, size int32, keep *cached) bool {
+	if int64(size) > c.maxBytes/16 {
 		return false
 	}
-	for keep == nil && sh.idx.live >= c.shardLimit() || c.bytes.Load()+size > c.maxBytes {
+	for keep == nil && sh.idx.live >= c.shardLimit() || c.bytes.Load()+int64(size) > c.maxBytes {
 		if !c.evict(sh, keep) {
 			return false
 		}
@@ -280,7 +297,7 @@ func (c *respCache) remove(sh *cacheShard, e *cached) {
 	sh.ring = sh.ring[:last]
 	e.slot = -1
 	sh.idx.drop(e)
-	c.bytes.Add(-e.size)
+	c.bytes.Add(-int64(e.size))
 }
 
 // entries counts the cache's entries, for its gauge.
@@ -495,10 +512,10 @@ func (w *worker) handle(b []byte) []byte {
 	}
 	if c != nil {
 		if e = c.get(w.key, sn, gen); e != nil {
-			if len(e.orders) == 1 {
+			if e.rotated == nil {
 				order = 0
 			}
-			if p := e.orders[order].Load(); p != nil {
+			if p := e.orders()[order].Load(); p != nil {
 				out := append(w.out[:0], *p...)
 				out[0], out[1] = b[0], b[1]
 				out[2] = out[2]&^0x01 | b[2]&0x01 // RD echoed
@@ -508,7 +525,7 @@ func (w *worker) handle(b []byte) []byte {
 				}
 				w.out = out
 				w.count(start, e.counter)
-				w.replay(e.searched)
+				w.replay(e.replayed())
 				return out
 			}
 		}
@@ -583,23 +600,23 @@ func (w *worker) handle(b []byte) []byte {
 	w.out = out
 	counter := s.cell(sn, req, m, forwarded)
 	w.count(start, counter)
-	if c != nil && ask == nil && !personal && !under && s.cacheable(m) && (e == nil || e.orders[order%len(e.orders)].Load() == nil) {
+	if c != nil && ask == nil && !personal && !under && s.cacheable(m) && (e == nil || e.orders()[order%len(e.orders())].Load() == nil) {
 		// A fresh entry, also when e exists: an eviction may have taken
 		// it from the cache since it was found.
-		n := 1
+		rotated := rotates
 		switch {
 		case e != nil:
-			n = len(e.orders)
+			rotated = e.rotated != nil
 			fresh.counter, fresh.searched = e.counter, e.searched
-		case rotates:
-			n = rotations
-			fallthrough
 		default:
-			fresh.counter, fresh.searched = counter, slices.Clone(w.searched)
+			fresh.counter = counter
+			if len(w.searched) > 0 {
+				searched := slices.Clone(w.searched)
+				fresh.searched = &searched
+			}
 		}
-		fresh.orders = fresh.one[:]
-		if n > 1 {
-			fresh.orders = make([]atomic.Pointer[[]byte], n)
+		if rotated {
+			fresh.rotated = new([rotations]atomic.Pointer[[]byte])
 		}
 		// The key holds the question in lowercase, and so does the
 		// cached question section; a 0x20 query's own spelling is copied

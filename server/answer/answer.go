@@ -199,9 +199,10 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 		if name == r.z.Name && r.apex(owner, qtype) {
 			return
 		}
-		if cname := node.Set(dns.TypeCNAME); cname != nil && qtype != dns.TypeCNAME {
-			r.answer = append(r.answer, named(cname[0], owner))
-			next := strings.TrimSuffix(cname[0].(*dns.CNAME).Target, ".")
+		if qtype != dns.TypeCNAME && node.Has(dns.TypeCNAME) {
+			cname := node.RRSetNamed(dns.TypeCNAME, owner).RRs[0]
+			r.answer = append(r.answer, cname)
+			next := strings.TrimSuffix(cname.(*dns.CNAME).Target, ".")
 			seen = append(seen, name)
 			// Out of zone: the client's resolver follows it. In zone: ours
 			// to follow, unless it loops or runs too long.
@@ -211,10 +212,11 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 			name, owner = next, next+"."
 			continue
 		}
-		set := node.RRSet(qtype)
-		if qtype == dns.TypeANY && len(node.Sets()) > 0 {
-			// RFC 8482: one RRset is a complete answer to ANY.
-			set = node.Sets()[0]
+		var set snap.RRSet
+		if qtype != dns.TypeANY {
+			set = node.RRSetNamed(qtype, owner)
+		} else if sets := node.Sets(); len(sets) > 0 {
+			set = sets[0] // RFC 8482: one RRset is a complete answer to ANY
 		}
 		if len(set.RRs) == 0 {
 			r.negative = true
@@ -240,7 +242,7 @@ func (r *resolver) apex(owner string, qtype uint16) bool {
 	case dns.TypeNS:
 		ns := r.mname()
 		r.answer = append(r.answer, &dns.NS{Hdr: hdr(owner, dns.TypeNS, r.o.SOA.TTL), Ns: ns})
-		r.addresses(strings.TrimSuffix(ns, "."))
+		r.addresses(ns)
 	default:
 		return false
 	}
@@ -342,9 +344,10 @@ func (r *resolver) rotated(rrs []dns.RR, owner string) {
 // response varies per query, and the snapshot order already puts the local
 // cluster's targets and addresses first.
 func (r *resolver) glue(srvs []dns.RR) {
-	var done []string
+	var buf [4]string
+	done := buf[:0]
 	for _, rr := range srvs {
-		t := strings.TrimSuffix(rr.(*dns.SRV).Target, ".")
+		t := rr.(*dns.SRV).Target
 		if contains(done, t) {
 			continue
 		}
@@ -353,21 +356,24 @@ func (r *resolver) glue(srvs []dns.RR) {
 	}
 }
 
-func (r *resolver) addresses(name string) {
+// addresses adds the A and AAAA records held at fqdn, named as it is.
+func (r *resolver) addresses(fqdn string) {
+	name := strings.TrimSuffix(fqdn, ".")
 	z := r.s.Zone(name)
 	if z == nil {
 		return
 	}
 	n := r.reads.node(z, name)
-	if n.Set(dns.TypeCNAME) != nil {
+	if n.Has(dns.TypeCNAME) {
 		return
 	}
-	r.extra = append(r.extra, n.Set(dns.TypeA)...)
-	r.extra = append(r.extra, n.Set(dns.TypeAAAA)...)
+	r.extra = append(r.extra, n.RRSetNamed(dns.TypeA, fqdn).RRs...)
+	r.extra = append(r.extra, n.RRSetNamed(dns.TypeAAAA, fqdn).RRs...)
 }
 
-// named returns rr under owner. Snapshot records are shared by every
-// query and never modified, so a different spelling gets a copy.
+// named returns rr under owner. Records built for this answer are named
+// as asked already; a synthesized node's are shared by every query and
+// never modified, so a different spelling gets a copy.
 func named(rr dns.RR, owner string) dns.RR {
 	if rr.Header().Name == owner {
 		return rr

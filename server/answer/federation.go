@@ -66,13 +66,13 @@ func (r *resolver) federated(name, owner string, qtype uint16) bool {
 	// from a cache.
 	r.personal = r.personal || optionSent || f.Cluster != ""
 	node := r.reads.node(r.z, name)
-	if cluster == "" || node == nil || node.Set(dns.TypeCNAME) != nil {
+	if cluster == "" || node == nil || node.Has(dns.TypeCNAME) {
 		return false
 	}
 
 	var ttl uint32
 	var own, others []netip.Addr
-	shard := r.reads.node(r.z, cluster+"."+name).RRSet(qtype)
+	shard := r.reads.node(r.z, cluster+"."+name).RRSetNamed(qtype, owner)
 	for _, rr := range shard.RRs {
 		if ip, ok := rrAddr(rr); ok {
 			own = append(own, ip)
@@ -81,7 +81,7 @@ func (r *resolver) federated(name, owner string, qtype uint16) bool {
 	if len(shard.RRs) > 0 {
 		ttl = shard.RRs[0].Header().Ttl
 	}
-	if set := node.RRSet(qtype); len(set.RRs) > 0 {
+	if set := node.RRSetNamed(qtype, owner); len(set.RRs) > 0 {
 		// RFC 2181 5.2: one TTL for the RRset, the smallest of its parts.
 		if t := set.RRs[0].Header().Ttl; len(own) == 0 || t < ttl {
 			ttl = t

@@ -17,11 +17,11 @@ type Reads struct {
 	// first holds the first read: most answers read one node, and a
 	// cached answer's Reads is then no allocation of its own.
 	first [1]nodeRead
-	soa   struct {
-		zone   string
-		serial uint32
-		held   bool
-	}
+	// The zone whose SOA the answer holds, and its serial then: unnested,
+	// so that untracked packs beside them (a cache holds a Reads an entry).
+	soaZone   string
+	soaSerial uint32
+	soaHeld   bool
 	// untracked is set when the answer also read what Reads does not
 	// follow (a second zone's serial, the pod index): it stands in no
 	// other snapshot.
@@ -33,12 +33,17 @@ type nodeRead struct {
 	version    snap.Version
 }
 
-// node looks name up in z and notes what it found.
+// node looks name up in z and notes what it found: by the node's own
+// name where there is one, since a cache keeps Reads and the name asked
+// is a string of the query's, about 48 bytes an entry kept for nothing.
 func (rd *Reads) node(z *snap.Zone, name string) *snap.Node {
 	n := z.Node(name)
 	if rd != nil {
 		if rd.nodes == nil {
 			rd.nodes = rd.first[:0]
+		}
+		if n != nil {
+			name = n.Name
 		}
 		rd.nodes = append(rd.nodes, nodeRead{z.Name, name, n.Version()})
 	}
@@ -51,9 +56,9 @@ func (rd *Reads) serial(z *snap.Zone) uint32 {
 		return z.Serial
 	}
 	switch {
-	case !rd.soa.held:
-		rd.soa.zone, rd.soa.serial, rd.soa.held = z.Name, z.Serial, true
-	case rd.soa.zone != z.Name:
+	case !rd.soaHeld:
+		rd.soaZone, rd.soaSerial, rd.soaHeld = z.Name, z.Serial, true
+	case rd.soaZone != z.Name:
 		rd.untracked = true
 	}
 	return z.Serial
@@ -83,8 +88,8 @@ func (rd *Reads) Stands(s *snap.Snapshot) (serial uint32, ok bool) {
 			return 0, false
 		}
 	}
-	serial = rd.soa.serial
-	if z := zoneNamed(s, rd.soa.zone); rd.soa.held && z != nil {
+	serial = rd.soaSerial
+	if z := zoneNamed(s, rd.soaZone); rd.soaHeld && z != nil {
 		serial = z.Serial
 	}
 	return serial, true
@@ -92,7 +97,7 @@ func (rd *Reads) Stands(s *snap.Snapshot) (serial uint32, ok bool) {
 
 // HasSOA reports whether the answer holds an SOA record, whose serial
 // Stands gives.
-func (rd *Reads) HasSOA() bool { return rd.soa.held }
+func (rd *Reads) HasSOA() bool { return rd.soaHeld }
 
 // zoneNamed is s's zone called name, or nil.
 func zoneNamed(s *snap.Snapshot, name string) *snap.Zone {

@@ -1,12 +1,7 @@
 package snap
 
 import (
-	"cmp"
-	"math"
 	"slices"
-	"strings"
-
-	"github.com/miekg/dns"
 
 	"github.com/etcdns/etcdns/server/skydns"
 )
@@ -101,7 +96,7 @@ func (b *Batch) mutable(name string) *Node {
 	c := &Node{Name: name, batch: b.id, line: b.z.line}
 	if n != nil {
 		c.one, c.kids = n.one, n.kids
-		if sd := n.side.Load(); sd != nil && sd.more != nil {
+		if sd := n.side; sd != nil && sd.more != nil {
 			c.setEntries(slices.Clone(sd.more))
 		}
 	}
@@ -178,7 +173,7 @@ func byID(e Entry, id string) int { return e.compareID(id) }
 func (b *Batch) Done(serial uint32) *Zone {
 	suffix := ".pod." + b.z.Name
 	for _, n := range b.touched {
-		if sd := n.side.Load(); sd != nil && cap(sd.more) > len(sd.more)+len(sd.more)/4 {
+		if sd := n.side; sd != nil && cap(sd.more) > len(sd.more)+len(sd.more)/4 {
 			sd.more = slices.Clip(slices.Clone(sd.more)) // what appends left spare stays with the snapshot
 		}
 		if !b.z.Reverse {
@@ -213,136 +208,4 @@ func (b *Batch) split() {
 		}
 	}
 	b.own()
-}
-
-// buildSets turns a name's entries into deduplicated RRsets. The local
-// cluster's entries go in first, so each set's local records lead it and a
-// record that a remote cluster also holds is deduplicated into the local
-// group, not the remote one.
-func buildSets(owner string, entries []Entry, defTTL uint32, cluster string) []RRSet {
-	fqdn := dns.Fqdn(owner)
-	var sets []RRSet
-	seen := map[string]bool{}
-	ttls := map[uint16]uint32{} // duplicates count for the TTL too
-	for pass := range 2 {
-		local := pass == 0
-		if local && cluster == "" {
-			continue // no topology: one group, in key order
-		}
-		for i := range entries {
-			e := &entries[i]
-			if cluster != "" && (e.Origin().Cluster == cluster) != local {
-				continue
-			}
-			rr := newRR(fqdn, e, defTTL)
-			if rr == nil {
-				continue
-			}
-			if t, ok := ttls[e.typ]; !ok || rr.Header().Ttl < t {
-				ttls[e.typ] = rr.Header().Ttl
-			}
-			id := rdata(rr)
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			i := slices.IndexFunc(sets, func(s RRSet) bool { return s.Type == e.typ })
-			if i < 0 {
-				sets = append(sets, RRSet{Type: e.typ})
-				i = len(sets) - 1
-			}
-			sets[i].RRs = append(sets[i].RRs, rr)
-			if local {
-				sets[i].Local++
-			}
-		}
-	}
-	slices.SortFunc(sets, func(a, b RRSet) int { return cmp.Compare(a.Type, b.Type) })
-	for i := range sets {
-		if sets[i].Type == dns.TypeSRV {
-			spreadWeights(sets[i].RRs)
-		}
-		// A CNAME is alone at its name; two values claiming one (two
-		// writers disagreeing) must not make an invalid RRset. The local
-		// cluster's claim wins.
-		if sets[i].Type == dns.TypeCNAME {
-			sets[i].RRs = sets[i].RRs[:1]
-			sets[i].Local = min(sets[i].Local, 1)
-		}
-		for _, rr := range sets[i].RRs {
-			rr.Header().Ttl = ttls[sets[i].Type]
-		}
-	}
-	return sets
-}
-
-// rdata identifies a record by type and data, for deduplication. Addresses,
-// most of a large zone, skip the text form: at a million records it is
-// seconds of a cold start.
-func rdata(rr dns.RR) string {
-	switch r := rr.(type) {
-	case *dns.A:
-		return "A " + string(r.A)
-	case *dns.AAAA:
-		return "AAAA " + string(r.AAAA)
-	}
-	return dns.TypeToString[rr.Header().Rrtype] + " " + strings.TrimPrefix(rr.String(), rr.Header().String())
-}
-
-func newRR(owner string, e *Entry, defTTL uint32) dns.RR {
-	ttl := e.ttl
-	if ttl == 0 {
-		ttl = defTTL
-	}
-	hdr := dns.RR_Header{Name: owner, Rrtype: e.typ, Class: dns.ClassINET, Ttl: ttl}
-	switch e.typ {
-	case dns.TypeA:
-		return &dns.A{Hdr: hdr, A: slices.Clone(e.addr[:4])}
-	case dns.TypeAAAA:
-		a := e.Addr().As16()
-		return &dns.AAAA{Hdr: hdr, AAAA: a[:]}
-	case dns.TypeCNAME:
-		return &dns.CNAME{Hdr: hdr, Target: dns.Fqdn(e.Data())}
-	case dns.TypePTR:
-		return &dns.PTR{Hdr: hdr, Ptr: dns.Fqdn(e.Data())}
-	case dns.TypeTXT:
-		return &dns.TXT{Hdr: hdr, Txt: splitText(e.Data())}
-	case dns.TypeSRV:
-		if e.Port() < 0 {
-			return nil // CoreDNS skips port -1: "no port declared"
-		}
-		prio := e.Priority()
-		if prio == 0 {
-			prio = 10 // as CoreDNS's etcd plugin
-		}
-		// Weight holds the raw value until spreadWeights.
-		return &dns.SRV{Hdr: hdr, Priority: prio, Weight: e.Weight(), Port: uint16(e.Port()), Target: dns.Fqdn(e.Data())}
-	}
-	return nil
-}
-
-// splitText cuts text into the 255-octet strings a TXT record is made of.
-func splitText(s string) []string {
-	var out []string
-	for len(s) > 255 {
-		out = append(out, s[:255])
-		s = s[255:]
-	}
-	return append(out, s)
-}
-
-// spreadWeights re-spreads weights as CoreDNS's plugin.SRV does, so both
-// servers give the same answer from the same keys: per priority, a weight
-// of 0 counts as 100, and each becomes floor(100/sum*weight), at least 1.
-func spreadWeights(rrs []dns.RR) {
-	sum := map[uint16]int{}
-	for _, rr := range rrs {
-		s := rr.(*dns.SRV)
-		sum[s.Priority] += cmp.Or(int(s.Weight), 100)
-	}
-	for _, rr := range rrs {
-		s := rr.(*dns.SRV)
-		w := 100.0 / float64(sum[s.Priority]) * float64(cmp.Or(int(s.Weight), 100))
-		s.Weight = max(uint16(math.Floor(w)), 1)
-	}
 }

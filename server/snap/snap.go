@@ -223,11 +223,14 @@ func (z *Zone) Names(f func(*Node)) {
 	}
 }
 
-// Node is one owner name. Its records are built from its entries the first
-// time a query asks, not when the entries change: a million-record zone is
-// mostly names nobody asks for, and building their records would double
-// the memory and the cold start. The answer cache keeps what is built
-// once asked.
+// Node is one owner name. Its records are built from its entries each
+// time an answer asks, and kept by nothing but that answer: a
+// million-record zone is mostly names nobody asks for, and the answer
+// cache, whose bounds count them, keeps the packed answers of those asked.
+// Built records kept in the node (as they were until stop 33) were
+// outside those bounds: about 240 bytes for each name ever asked, and
+// kilobytes for a name of many records, for as long as the name did not
+// change (BenchmarkCacheFill).
 //
 // A node is 80 bytes, a size class of the Go heap, and most of a large
 // zone's memory: what only some names need sits behind side.
@@ -240,15 +243,15 @@ type Node struct {
 	kids  int32  // names one label below that exist
 	batch uint32 // the batch that made this copy; it may change it in place
 	line  *lineage
-	side  atomic.Pointer[side]
+	// side changes only while the node is its batch's own, before any
+	// query can see it.
+	side *side
 }
 
-// side is what a node holds beyond one entry. A batch changes it in place
-// only in a node of its own, before queries can see it; once they can, it
-// is replaced whole, when records are built.
+// side is what a node holds beyond one entry.
 type side struct {
 	more []Entry
-	sets *[]RRSet // the records built from the entries; nil: not yet
+	sets []RRSet // a node NewNode made: its records, as made
 }
 
 // Entries returns the valid values held at the name, by id. They are the
@@ -257,7 +260,7 @@ func (n *Node) Entries() []Entry {
 	if n == nil {
 		return nil
 	}
-	if sd := n.side.Load(); sd != nil && sd.more != nil {
+	if sd := n.side; sd != nil && sd.more != nil {
 		return sd.more
 	}
 	if n.one[0].typ != 0 {
@@ -276,43 +279,15 @@ func (n *Node) setEntries(es []Entry) {
 			one = es[0] // es may be n.one[:]
 		}
 		n.one[0] = one
-		if n.side.Load() != nil {
-			n.side.Store(nil)
-		}
+		n.side = nil
 	default:
 		n.one[0] = Entry{}
-		if sd := n.side.Load(); sd != nil {
-			sd.more = es
+		if n.side != nil {
+			n.side.more = es
 		} else {
-			n.side.Store(&side{more: es})
+			n.side = &side{more: es}
 		}
 	}
-}
-
-// Sets returns the records of the node's entries, by type.
-func (n *Node) Sets() []RRSet {
-	if n == nil {
-		return nil
-	}
-	sd := n.side.Load()
-	if sd != nil && sd.sets != nil {
-		return *sd.sets
-	}
-	es := n.Entries()
-	if len(es) == 0 {
-		return nil
-	}
-	sets := buildSets(n.Name, es, n.line.ttl, n.line.cluster)
-	// Concurrent first queries may both build; all then serve the first
-	// one stored, so every answer shares one set of records.
-	built := &side{sets: &sets}
-	if sd != nil {
-		built.more = sd.more
-	}
-	if !n.side.CompareAndSwap(sd, built) {
-		return *n.side.Load().sets
-	}
-	return sets
 }
 
 // Version tells one content of a name from every other: two nodes of a
@@ -337,24 +312,7 @@ func (n *Node) Version() Version {
 // NewNode returns a node that holds sets as made, for names an answer
 // engine synthesizes rather than reads.
 func NewNode(name string, sets ...RRSet) *Node {
-	n := &Node{Name: name}
-	n.side.Store(&side{sets: &sets})
-	return n
-}
-
-// RRSet returns the RRset of type t, with no records if there is none.
-func (n *Node) RRSet(t uint16) RRSet {
-	for _, s := range n.Sets() {
-		if s.Type == t {
-			return s
-		}
-	}
-	return RRSet{}
-}
-
-// Set returns the records of type t, nil if there are none.
-func (n *Node) Set(t uint16) []dns.RR {
-	return n.RRSet(t).RRs
+	return &Node{Name: name, side: &side{sets: sets}}
 }
 
 // Entry is one valid value, reduced to what answers are built from. A
