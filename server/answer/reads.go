@@ -12,16 +12,18 @@ import "github.com/etcdns/etcdns/server/snap"
 // Snapshots share the nodes a change does not touch and copy the ones it
 // does, so "the same node" is the same snap.Version, which, unlike the
 // node, keeps no old records alive in a cache.
+//
+// A cache holds a Reads an entry, so it is small: the first read in it
+// (most answers read one node), the others behind a pointer, and the
+// flags packed beside the SOA's serial.
 type Reads struct {
-	nodes []nodeRead
-	// first holds the first read: most answers read one node, and a
-	// cached answer's Reads is then no allocation of its own.
-	first [1]nodeRead
-	// The zone whose SOA the answer holds, and its serial then: unnested,
-	// so that untracked packs beside them (a cache holds a Reads an entry).
+	first nodeRead
+	more  *[]nodeRead // the reads after the first; nil: none
+	// The zone whose SOA the answer holds, and its serial then.
 	soaZone   string
 	soaSerial uint32
 	soaHeld   bool
+	read      bool // first holds a read
 	// untracked is set when the answer also read what Reads does not
 	// follow (a second zone's serial, the pod index): it stands in no
 	// other snapshot.
@@ -39,13 +41,18 @@ type nodeRead struct {
 func (rd *Reads) node(z *snap.Zone, name string) *snap.Node {
 	n := z.Node(name)
 	if rd != nil {
-		if rd.nodes == nil {
-			rd.nodes = rd.first[:0]
-		}
 		if n != nil {
 			name = n.Name
 		}
-		rd.nodes = append(rd.nodes, nodeRead{z.Name, name, n.Version()})
+		r := nodeRead{z.Name, name, n.Version()}
+		switch {
+		case !rd.read:
+			rd.first, rd.read = r, true
+		case rd.more == nil:
+			rd.more = &[]nodeRead{r}
+		default:
+			*rd.more = append(*rd.more, r)
+		}
 	}
 	return n
 }
@@ -79,13 +86,14 @@ func (rd *Reads) Stands(s *snap.Snapshot) (serial uint32, ok bool) {
 	if rd.untracked {
 		return 0, false
 	}
-	for _, r := range rd.nodes {
-		var n *snap.Node
-		if z := zoneNamed(s, r.zone); z != nil {
-			n = z.Node(r.name)
-		}
-		if n.Version() != r.version {
-			return 0, false
+	if rd.read && !rd.first.stands(s) {
+		return 0, false
+	}
+	if rd.more != nil {
+		for _, r := range *rd.more {
+			if !r.stands(s) {
+				return 0, false
+			}
 		}
 	}
 	serial = rd.soaSerial
@@ -93,6 +101,15 @@ func (rd *Reads) Stands(s *snap.Snapshot) (serial uint32, ok bool) {
 		serial = z.Serial
 	}
 	return serial, true
+}
+
+// stands reports whether s holds the node r read.
+func (r *nodeRead) stands(s *snap.Snapshot) bool {
+	var n *snap.Node
+	if z := zoneNamed(s, r.zone); z != nil {
+		n = z.Node(r.name)
+	}
+	return n.Version() == r.version
 }
 
 // HasSOA reports whether the answer holds an SOA record, whose serial
