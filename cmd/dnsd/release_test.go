@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,5 +99,33 @@ func TestReleaseAfterPacking(t *testing.T) {
 	time.Sleep(3 * releaseEvery)
 	if n := released(); n != 1 {
 		t.Errorf("%v releases after one packing, want 1", n)
+	}
+}
+
+// A live heap past 70% of the memory limit is logged, once in a while: the
+// GC is about to run all the time.
+func TestWarnNearTheMemoryLimit(t *testing.T) {
+	var logged strings.Builder
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	live := int64(s[0].Value.Uint64())
+	for _, c := range []struct {
+		limit int64
+		warns bool
+	}{
+		{math.MaxInt64, false}, // no GOMEMLIMIT
+		{live * 2, false},
+		{live * 12 / 10, true},
+	} {
+		logged.Reset()
+		h := newHeapReleaser(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logged, nil)), func() uint64 { return 0 })
+		h.limit = c.limit
+		ctx, cancel := context.WithTimeout(context.Background(), 5*releaseEvery/2)
+		h.run(ctx)
+		cancel()
+		if n := strings.Count(logged.String(), "near the memory limit"); n != map[bool]int{false: 0, true: 1}[c.warns] {
+			t.Errorf("live heap %d MiB, limit %d MiB: %d warnings in two checks, want %v:\n%s", live>>20, c.limit>>20, n, c.warns, logged.String())
+		}
 	}
 }
