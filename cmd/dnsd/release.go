@@ -42,10 +42,12 @@ const (
 // all the time. bench/fleet measured a frontend at 100k records, a live
 // heap of about 25 MiB, at 22 ms of CPU a second with no limit, 31-38 at
 // GOMEMLIMIT=38MiB, and 735-777 at 34MiB, three quarters of its core.
-// So dnsd warns, at most every nearLimitEvery, when the live heap passes
-// nearLimit of the limit.
+// So dnsd warns, at most every nearLimitEvery, when the live heap has
+// stayed past nearLimit of the limit for nearLimitFor: a load or a relist
+// holds two snapshots for a few seconds, which the limit is sized for.
 const (
 	nearLimit      = 0.7
+	nearLimitFor   = 30 * time.Second
 	nearLimitEvery = 10 * time.Minute
 )
 
@@ -57,11 +59,13 @@ type heapReleaser struct {
 	log      *slog.Logger
 	packed   func() uint64
 	limit    int64 // the runtime's memory limit; math.MaxInt64: none
+	nearFor  time.Duration
+	near     time.Time // since when the live heap has been near the limit; zero: it is not
 	warned   time.Time
 }
 
 func newHeapReleaser(reg prometheus.Registerer, log *slog.Logger, packed func() uint64) *heapReleaser {
-	h := &heapReleaser{log: log, packed: packed, limit: debug.SetMemoryLimit(-1), released: prometheus.NewCounter(prometheus.CounterOpts{
+	h := &heapReleaser{log: log, packed: packed, limit: debug.SetMemoryLimit(-1), nearFor: nearLimitFor, released: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_heap_releases_total",
 		Help: "Times dnsd collected and returned its heap's slack to the operating system once allocation went quiet (after a load, a relist or a burst of changes).",
 	})}
@@ -113,10 +117,17 @@ func (h *heapReleaser) run(ctx context.Context) {
 	}
 }
 
-// nearLimit warns when live, the live heap, has passed nearLimit of the
-// memory limit, unless it did within nearLimitEvery.
+// nearLimit warns when live, the live heap, has been past nearLimit of
+// the memory limit for h.nearFor, unless it did within nearLimitEvery.
 func (h *heapReleaser) nearLimit(live uint64) {
-	if h.limit == math.MaxInt64 || float64(live) < nearLimit*float64(h.limit) || time.Since(h.warned) < nearLimitEvery {
+	if h.limit == math.MaxInt64 || float64(live) < nearLimit*float64(h.limit) {
+		h.near = time.Time{}
+		return
+	}
+	if h.near.IsZero() {
+		h.near = time.Now()
+	}
+	if time.Since(h.near) < h.nearFor || time.Since(h.warned) < nearLimitEvery {
 		return
 	}
 	h.warned = time.Now()

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -26,8 +28,10 @@ func Start(c config.Embedded, log *slog.Logger) (*embed.Etcd, string, error) {
 	// another process can take it before etcd binds it (parallel tests
 	// do): pick again.
 	for try := 1; ; try++ {
-		e, u, err := start(c, log)
-		if err == nil || try == pickTries || !errors.Is(err, syscall.EADDRINUSE) || !picksPort(c) {
+		e, u, picked, err := start(c, log)
+		if err == nil || try == pickTries || !errors.Is(err, syscall.EADDRINUSE) || !slices.ContainsFunc(picked, func(a string) bool {
+			return strings.Contains(err.Error(), a) // a port given in the configuration is not ours to change
+		}) {
 			return e, u, err
 		}
 		log.Info("embedded etcd: a port picked for it was taken before it started; picking again", "err", err)
@@ -37,25 +41,20 @@ func Start(c config.Embedded, log *slog.Logger) (*embed.Etcd, string, error) {
 // pickTries is how many times Start picks ports.
 const pickTries = 5
 
-// picksPort reports whether c leaves a port for Start to pick.
-func picksPort(c config.Embedded) bool {
-	for _, raw := range []string{c.ClientURL, c.PeerURL} {
-		if u, err := url.Parse(raw); err == nil && u.Port() == "0" {
-			return true
+// start is one try of Start; picked are the addresses it picked a port
+// for.
+func start(c config.Embedded, log *slog.Logger) (_ *embed.Etcd, _ string, picked []string, _ error) {
+	var urls [2]*url.URL
+	for i, u := range [2]struct{ key, raw string }{{"etcd.embedded.client-url", c.ClientURL}, {"etcd.embedded.peer-url", c.PeerURL}} {
+		var err error
+		if urls[i], err = LoopbackURL(u.key, u.raw); err != nil {
+			return nil, "", nil, err
+		}
+		if p, err := url.Parse(u.raw); err == nil && p.Port() == "0" {
+			picked = append(picked, urls[i].Host)
 		}
 	}
-	return false
-}
-
-func start(c config.Embedded, log *slog.Logger) (*embed.Etcd, string, error) {
-	client, err := LoopbackURL("etcd.embedded.client-url", c.ClientURL)
-	if err != nil {
-		return nil, "", err
-	}
-	peer, err := LoopbackURL("etcd.embedded.peer-url", c.PeerURL)
-	if err != nil {
-		return nil, "", err
-	}
+	client, peer := urls[0], urls[1]
 	cfg := embed.NewConfig()
 	cfg.Name = "etcdns"
 	cfg.Dir = c.DataDir
@@ -69,20 +68,20 @@ func start(c config.Embedded, log *slog.Logger) (*embed.Etcd, string, error) {
 	cfg.LogOutputs = []string{"stderr"}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, "", fmt.Errorf("embedded etcd in %s: %w", c.DataDir, err)
+		return nil, "", picked, fmt.Errorf("embedded etcd in %s: %w", c.DataDir, err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(60 * time.Second):
 		e.Close()
-		return nil, "", errors.New("embedded etcd: not ready after 60s")
+		return nil, "", picked, errors.New("embedded etcd: not ready after 60s")
 	case err := <-e.Err():
 		e.Close()
-		return nil, "", fmt.Errorf("embedded etcd: %w", err)
+		return nil, "", picked, fmt.Errorf("embedded etcd: %w", err)
 	}
 	u := "http://" + e.Clients[0].Addr().String()
 	log.Info("embedded etcd started", "client_url", u, "data_dir", c.DataDir)
-	return e, u, nil
+	return e, u, picked, nil
 }
 
 // LoopbackURL parses an http URL on a loopback address and replaces port 0

@@ -213,10 +213,10 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 			continue
 		}
 		var set snap.RRSet
-		if qtype != dns.TypeANY {
+		if qtype == dns.TypeANY {
+			set = node.First(owner) // RFC 8482: one RRset is a complete answer to ANY
+		} else {
 			set = node.RRSetNamed(qtype, owner)
-		} else if sets := node.Sets(); len(sets) > 0 {
-			set = sets[0] // RFC 8482: one RRset is a complete answer to ANY
 		}
 		if len(set.RRs) == 0 {
 			r.negative = true
@@ -235,7 +235,7 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 func (r *resolver) apex(owner string, qtype uint16) bool {
 	switch qtype {
 	case dns.TypeSOA, dns.TypeANY:
-		if n := r.reads.node(r.z, r.z.Name); qtype == dns.TypeANY && n != nil && len(n.Sets()) > 0 {
+		if n := r.reads.node(r.z, r.z.Name); qtype == dns.TypeANY && len(n.First(owner).RRs) > 0 {
 			return false // records held at the apex are the one RRset
 		}
 		r.answer = append(r.answer, named(r.soa(r.o.SOA.TTL), owner))
@@ -371,9 +371,8 @@ func (r *resolver) addresses(fqdn string) {
 	r.extra = append(r.extra, n.RRSetNamed(dns.TypeAAAA, fqdn).RRs...)
 }
 
-// named returns rr under owner. Records built for this answer are named
-// as asked already; a synthesized node's are shared by every query and
-// never modified, so a different spelling gets a copy.
+// named returns rr under owner, a copy where it is named otherwise. What
+// a node built for this answer is named as asked already.
 func named(rr dns.RR, owner string) dns.RR {
 	if rr.Header().Name == owner {
 		return rr

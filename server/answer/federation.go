@@ -191,8 +191,7 @@ func removeAll(ips, drop []netip.Addr) []netip.Addr {
 	return out
 }
 
-// addrRRs makes fresh records: the snapshot's are shared by every query,
-// and these take the combined RRset's TTL.
+// addrRRs makes the records of the combined RRset, each with its TTL.
 func addrRRs(ips []netip.Addr, owner string, qtype uint16, ttl uint32) []dns.RR {
 	out := make([]dns.RR, 0, len(ips))
 	for _, ip := range ips {

@@ -12,20 +12,19 @@
 // from the records alone, with no Pod watch.
 //
 // A node holds its values as compact entries (what answers need: no keys,
-// no JSON) and builds its DNS records from them the first time a query
-// asks. Snapshots share the nodes a change does not touch, so a name's
-// records are built once per change of that name. Most names of a large
-// zone are never asked for, and building them all up front made half of
-// the memory and of the cold start (BenchmarkLoad measures both).
+// no JSON) and builds DNS records from them for each answer that asks,
+// keeping none: the answer cache keeps the packed answers, within its
+// bounds. Most names of a large zone are never asked for, and building
+// them all up front made half of the memory and of the cold start
+// (BenchmarkLoad measures both).
 //
 // A batch copies each shard table it writes to, and the copies scatter
 // the live tables over heap spans that otherwise hold thrown-away copies.
 // Zone.Pack copies a zone's tables back into one allocation a leaf; the
 // store calls it once changes pause (pack.go).
 //
-// A snapshot is never modified once published, but for the records a node
-// builds, which it sets atomically, so any number of queries may read it
-// without locks while the store builds the next one. The package is pure:
+// A snapshot is never modified once published, so any number of queries
+// may read it without locks while the store builds the next one. The package is pure:
 // it turns (key, value) pairs into DNS records and must not talk to etcd,
 // read configuration files or keep clocks; the store feeds it and the
 // answer engine reads it.

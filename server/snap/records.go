@@ -9,35 +9,60 @@ import (
 )
 
 // Records are built from a node's entries when an answer asks for them,
-// for that answer alone (see Node). Most names hold one record, so
-// building one is a few allocations: the record, named as the question
-// asked it, and the slice holding it. Duplicates are found by comparing
-// values, not text.
+// for that answer alone (see Node). Most names hold one record, and
+// building it is one allocation: the record, named as the question asked
+// it, with the slice holding it. Duplicates are found by comparing values,
+// not text.
 
 // Sets returns the records of the node's entries, by type, named by the
-// node's own name.
+// node's own name: for debugging and tests.
 func (n *Node) Sets() []RRSet {
 	if n == nil {
 		return nil
 	}
-	if sd := n.side; sd != nil && sd.sets != nil {
-		return sd.sets
+	if sd := n.side; sd != nil && sd.made != nil {
+		return *sd.made
 	}
-	es := n.Entries()
+	owner := dns.Fqdn(n.Name)
 	var sets []RRSet
-	var done []uint16
-	for i := range es {
-		t := es[i].typ
-		if slices.Contains(done, t) {
-			continue
-		}
-		done = append(done, t)
-		if s := n.build(t, ""); len(s.RRs) > 0 {
+	for _, t := range n.types() {
+		if s := n.build(t, owner); len(s.RRs) > 0 {
 			sets = append(sets, s)
 		}
 	}
-	slices.SortFunc(sets, func(a, b RRSet) int { return cmp.Compare(a.Type, b.Type) })
 	return sets
+}
+
+// types returns the types of the node's entries, lowest first.
+func (n *Node) types() []uint16 {
+	var ts []uint16
+	for _, e := range n.Entries() {
+		if !slices.Contains(ts, e.typ) {
+			ts = append(ts, e.typ)
+		}
+	}
+	slices.Sort(ts)
+	return ts
+}
+
+// First returns the RRset of the lowest type the node serves, named
+// owner: one RRset is a complete answer to ANY (RFC 8482).
+func (n *Node) First(owner string) RRSet {
+	if n == nil {
+		return RRSet{}
+	}
+	if sd := n.side; sd != nil && sd.made != nil {
+		if len(*sd.made) == 0 {
+			return RRSet{}
+		}
+		return renamed((*sd.made)[0], owner)
+	}
+	for _, t := range n.types() {
+		if s := n.build(t, owner); len(s.RRs) > 0 {
+			return s
+		}
+	}
+	return RRSet{}
 }
 
 // RRSet returns the records of type t named by the node's own name, with
@@ -51,18 +76,28 @@ func (n *Node) RRSetNamed(t uint16, owner string) RRSet {
 	if n == nil {
 		return RRSet{}
 	}
-	if sd := n.side; sd != nil && sd.sets != nil {
-		if i := slices.IndexFunc(sd.sets, func(s RRSet) bool { return s.Type == t }); i >= 0 {
-			return sd.sets[i]
+	if sd := n.side; sd != nil && sd.made != nil {
+		if i := slices.IndexFunc(*sd.made, func(s RRSet) bool { return s.Type == t }); i >= 0 {
+			return renamed((*sd.made)[i], owner)
 		}
 		return RRSet{}
 	}
 	return n.build(t, owner)
 }
 
-// Set returns the records of type t, nil if there are none.
-func (n *Node) Set(t uint16) []dns.RR {
-	return n.RRSet(t).RRs
+// renamed returns s named owner: copies of a made node's records, which
+// every query that reads the node shares.
+func renamed(s RRSet, owner string) RRSet {
+	if owner == "" || len(s.RRs) == 0 || s.RRs[0].Header().Name == owner {
+		return s
+	}
+	rrs := make([]dns.RR, len(s.RRs))
+	for i, rr := range s.RRs {
+		rrs[i] = dns.Copy(rr)
+		rrs[i].Header().Name = owner
+	}
+	s.RRs = rrs
+	return s
 }
 
 // Has reports whether the node serves a record of type t, building none.
@@ -70,8 +105,8 @@ func (n *Node) Has(t uint16) bool {
 	if n == nil {
 		return false
 	}
-	if sd := n.side; sd != nil && sd.sets != nil {
-		return slices.ContainsFunc(sd.sets, func(s RRSet) bool { return s.Type == t && len(s.RRs) > 0 })
+	if sd := n.side; sd != nil && sd.made != nil {
+		return slices.ContainsFunc(*sd.made, func(s RRSet) bool { return s.Type == t && len(s.RRs) > 0 })
 	}
 	es := n.Entries()
 	for i := range es {
@@ -123,7 +158,7 @@ func (n *Node) build(t uint16, owner string) RRSet {
 				continue
 			}
 			ttl = min(ttl, rr.Header().Ttl) // duplicates count for the TTL too
-			if count > 1 && !seen.add(rdataOf(e, rr)) {
+			if !seen.add(rdataOf(e, rr)) {
 				continue
 			}
 			set.RRs = append(set.RRs, rr)

@@ -224,13 +224,11 @@ func (z *Zone) Names(f func(*Node)) {
 }
 
 // Node is one owner name. Its records are built from its entries each
-// time an answer asks, and kept by nothing but that answer: a
-// million-record zone is mostly names nobody asks for, and the answer
-// cache, whose bounds count them, keeps the packed answers of those asked.
-// Built records kept in the node (as they were until stop 33) were
-// outside those bounds: about 240 bytes for each name ever asked, and
-// kilobytes for a name of many records, for as long as the name did not
-// change (BenchmarkCacheFill).
+// time an answer asks (records.go), and kept by nothing but that answer:
+// the answer cache, whose bounds count them, keeps the packed answers of
+// the names asked. Records kept in the node once built would sit outside
+// those bounds, about 240 bytes for each name ever asked and kilobytes for
+// a name of many, until the name changed (BenchmarkCacheFill measured it).
 //
 // A node is 80 bytes, a size class of the Go heap, and most of a large
 // zone's memory: what only some names need sits behind side.
@@ -251,7 +249,7 @@ type Node struct {
 // side is what a node holds beyond one entry.
 type side struct {
 	more []Entry
-	sets []RRSet // a node NewNode made: its records, as made
+	made *[]RRSet // a node NewNode made: its records, as made
 }
 
 // Entries returns the valid values held at the name, by id. They are the
@@ -312,7 +310,7 @@ func (n *Node) Version() Version {
 // NewNode returns a node that holds sets as made, for names an answer
 // engine synthesizes rather than reads.
 func NewNode(name string, sets ...RRSet) *Node {
-	return &Node{Name: name, side: &side{sets: sets}}
+	return &Node{Name: name, side: &side{made: &sets}}
 }
 
 // Entry is one valid value, reduced to what answers are built from. A

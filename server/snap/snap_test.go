@@ -39,7 +39,7 @@ func TestBatchKeepsNonTerminalsExact(t *testing.T) {
 			t.Errorf("%s missing", n)
 		}
 	}
-	if got := len(z1.Node("a.ns.svc.cluster.local").Set(dns.TypeA)); got != 2 {
+	if got := len(z1.Node("a.ns.svc.cluster.local").RRSet(dns.TypeA).RRs); got != 2 {
 		t.Fatalf("a has %d A records", got)
 	}
 
@@ -59,7 +59,7 @@ func TestBatchKeepsNonTerminalsExact(t *testing.T) {
 		}
 	}
 	// Earlier zones are untouched: queries reading them see no change.
-	if z1.Records != 3 || len(z1.Node("a.ns.svc.cluster.local").Set(dns.TypeA)) != 2 || z1.Node("b.ns.svc.cluster.local") == nil {
+	if z1.Records != 3 || len(z1.Node("a.ns.svc.cluster.local").RRSet(dns.TypeA).RRs) != 2 || z1.Node("b.ns.svc.cluster.local") == nil {
 		t.Fatal("an edit changed the zone it started from")
 	}
 	if z2.Node("b.ns.svc.cluster.local") == nil {
@@ -107,7 +107,7 @@ func TestBuildDeduplicatesAndEvensTTL(t *testing.T) {
 	if len(errs) != 1 {
 		t.Fatalf("want one skipped value, got %v", errs)
 	}
-	rrs := s.Zone("a.ns.svc.cluster.local").Node("a.ns.svc.cluster.local").Set(dns.TypeA)
+	rrs := s.Zone("a.ns.svc.cluster.local").Node("a.ns.svc.cluster.local").RRSet(dns.TypeA).RRs
 	if len(rrs) != 2 {
 		t.Fatalf("want 2 distinct A records, got %v", rrs)
 	}

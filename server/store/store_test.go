@@ -89,7 +89,7 @@ func addrs(s *snap.Snapshot, name string) []string {
 		return nil
 	}
 	var out []string
-	for _, r := range z.Node(name).Set(dns.TypeA) {
+	for _, r := range z.Node(name).RRSet(dns.TypeA).RRs {
 		out = append(out, r.(*dns.A).A.String())
 	}
 	return out
