@@ -124,10 +124,10 @@ func (n *Node) Has(t uint16) bool {
 // not the remote one.
 func (n *Node) build(t uint16, owner string) RRSet {
 	es := n.Entries()
-	count := 0
+	count, last := 0, 0
 	for i := range es {
 		if es[i].typ == t && served(&es[i]) {
-			count++
+			count, last = count+1, i
 		}
 	}
 	if count == 0 {
@@ -138,7 +138,7 @@ func (n *Node) build(t uint16, owner string) RRSet {
 	}
 	defTTL, cluster := n.line.ttl, n.line.cluster
 	if count == 1 {
-		return buildOne(owner, es, t, defTTL, cluster)
+		return buildOne(owner, &es[last], defTTL, cluster)
 	}
 	set := RRSet{Type: t, RRs: make([]dns.RR, 0, count)}
 	var seen dedup
@@ -183,25 +183,18 @@ func (n *Node) build(t uint16, owner string) RRSet {
 	return set
 }
 
-// buildOne is build for the one served entry of type t: what most names
+// buildOne is build for a type of one served entry, e: what most names
 // hold, so its record and the set's slice are one allocation.
-func buildOne(owner string, es []Entry, t uint16, defTTL uint32, cluster string) RRSet {
-	for i := range es {
-		e := &es[i]
-		if e.typ != t || !served(e) {
-			continue
-		}
-		_, rrs := newRR(owner, e, defTTL, true)
-		set := RRSet{Type: t, RRs: rrs}
-		if cluster != "" && e.Origin().Cluster == cluster {
-			set.Local = 1
-		}
-		if t == dns.TypeSRV {
-			spreadWeights(rrs)
-		}
-		return set
+func buildOne(owner string, e *Entry, defTTL uint32, cluster string) RRSet {
+	_, rrs := newRR(owner, e, defTTL, true)
+	set := RRSet{Type: e.typ, RRs: rrs}
+	if cluster != "" && e.Origin().Cluster == cluster {
+		set.Local = 1
 	}
-	return RRSet{}
+	if e.typ == dns.TypeSRV {
+		spreadWeights(rrs)
+	}
+	return set
 }
 
 // rdata is what tells two records of one type apart: their data.
