@@ -189,11 +189,6 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 	loads := 0
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.afterLoad = func() { loads++ }
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("store log:\n%s", log.String())
-		}
-	})
 	// The timeout is far off: only the lag check can move the watch.
 	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 10 * time.Second, LagProbe: 100 * time.Millisecond, MaxLag: 300 * time.Millisecond}
 	s.WatchOn([]Endpoint{{Name: a, Client: client(t, frz.l.Addr().String())}, {Name: b, Client: client(t, direct)}}, live)
@@ -295,6 +290,11 @@ func TestWithholdingMemberMovesToNextEndpoint(t *testing.T) {
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
 	loads := 0
 	s.afterLoad = func() { loads++ }
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("store log:\n%s", log.String())
+		}
+	})
 	// The timeout is far off: only the lag check can move the watch.
 	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 10 * time.Second, LagProbe: 100 * time.Millisecond, MaxLag: 300 * time.Millisecond}
 	s.WatchOn([]Endpoint{{Name: a, Client: stuck}, {Name: b, Client: client(t, direct)}}, live)

@@ -1002,6 +1002,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		case resp, ok := <-one:
 			r = received(resp, ok)
 		case h := <-heard:
+			if !held && s.isMember(ep) {
+				// The member list came after the stream began: a member's
+				// stream is held from now on, or a withheld one would be
+				// left to the liveness timeout.
+				held = true
+			}
 			switch {
 			case s.noProgress[ep.Name]:
 			case !held:
