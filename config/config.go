@@ -108,6 +108,7 @@ type Dnsd struct {
 	WatchProgressTimeout  time.Duration `mapstructure:"watch-progress-timeout"`
 	WatchLagProbe         time.Duration `mapstructure:"watch-lag-probe-interval"`
 	WatchMaxLag           time.Duration `mapstructure:"watch-max-lag"`
+	WatchCoalesce         time.Duration `mapstructure:"watch-coalesce"`
 	StartJitter           time.Duration `mapstructure:"start-jitter"`
 
 	SourceClusterOption uint16   `mapstructure:"source-cluster-option"`
@@ -499,6 +500,17 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if d.WatchLagProbe > 0 && d.WatchMaxLag <= 0 {
 			bad("dnsd.watch-max-lag", "%s: must be positive", d.WatchMaxLag)
+		}
+		// Coalescing holds back the changes after the first of a burst; held
+		// as long as the liveness or lag checks allow, a healthy stream
+		// would be dropped.
+		switch {
+		case d.WatchCoalesce < 0:
+			bad("dnsd.watch-coalesce", "%s: must not be negative (0 reads each change as it comes)", d.WatchCoalesce)
+		case d.WatchCoalesce >= d.WatchProgressTimeout:
+			bad("dnsd.watch-coalesce", "%s: must be shorter than dnsd.watch-progress-timeout (%s)", d.WatchCoalesce, d.WatchProgressTimeout)
+		case d.WatchLagProbe > 0 && d.WatchCoalesce >= d.WatchMaxLag:
+			bad("dnsd.watch-coalesce", "%s: must be shorter than dnsd.watch-max-lag (%s)", d.WatchCoalesce, d.WatchMaxLag)
 		}
 		if d.StartJitter < 0 {
 			bad("dnsd.start-jitter", "%s: must not be negative", d.StartJitter)

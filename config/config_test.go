@@ -171,6 +171,9 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--publisher.federation-prefix", "skydns"}, want: "publisher.federation-prefix"},
 		{args: []string{"--cluster.federation-domain", "svc.cluster.local"}, want: "cluster.federation-domain"},
 		{args: []string{"--cluster.federation-domain", "local"}, want: "cluster.federation-domain"},
+		{args: []string{"--dnsd.watch-coalesce", "-1ms"}, want: "dnsd.watch-coalesce"},
+		{args: []string{"--dnsd.watch-coalesce", "500ms"}, want: "shorter than dnsd.watch-max-lag"},
+		{args: []string{"--dnsd.watch-coalesce", "2s", "--dnsd.watch-lag-probe-interval", "0"}, want: "shorter than dnsd.watch-progress-timeout"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -66,14 +66,15 @@ func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Clien
 // stream on the one connection it opened it on, and a frozen member's
 // connection still looks ready to gRPC until the keepalive gives up, so the
 // watch can only be moved past a failed member by choosing another client.
-// Each has the same TLS, auth, keepalive and reconnect settings as Dial's.
-func DialEach(ctx context.Context, c config.Etcd) ([]*clientv3.Client, []string, error) {
+// Each has the same TLS, auth, keepalive and reconnect settings as Dial's,
+// and opts besides (dnsd's WatchReads).
+func DialEach(ctx context.Context, c config.Etcd, opts ...grpc.DialOption) ([]*clientv3.Client, []string, error) {
 	endpoints := endpointsOf(c)
 	var out []*clientv3.Client
 	for _, ep := range endpoints {
 		one := c
 		one.Endpoints = []string{ep}
-		cli, _, err := dial(ctx, one)
+		cli, _, err := dial(ctx, one, opts...)
 		if err != nil {
 			for _, o := range out {
 				o.Close()
@@ -92,7 +93,7 @@ func endpointsOf(c config.Etcd) []string {
 	return c.Endpoints
 }
 
-func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error) {
+func dial(ctx context.Context, c config.Etcd, opts ...grpc.DialOption) (*clientv3.Client, []string, error) {
 	endpoints := endpointsOf(c)
 	var tlsCfg *tls.Config
 	if c.CAFile != "" || c.CertFile != "" {
@@ -117,8 +118,8 @@ func dial(ctx context.Context, c config.Etcd) (*clientv3.Client, []string, error
 		// The client's own zap logs duplicate the errors we return; keep
 		// only ours so the programs' slog output stays readable.
 		Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{reconnect(c),
-			grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)},
+		DialOptions: append([]grpc.DialOption{reconnect(c),
+			grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)}, opts...),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)

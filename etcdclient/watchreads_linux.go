@@ -1,0 +1,45 @@
+package etcdclient
+
+import (
+	"io"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const rawReads = true
+
+func (c *watchConn) read(p []byte) (int, error) {
+	if c.rc == nil || len(p) == 0 {
+		return c.Conn.Read(p) // not knowing whether it waited, never coalesces
+	}
+	var n int
+	var errno unix.Errno
+	err := c.rc.Read(func(fd uintptr) bool {
+		for {
+			// Raw: a read of a non-blocking socket never blocks, and the
+			// entersyscall a plain read makes wakes the scheduler's
+			// monitor thread (WatchReads says why that matters).
+			r, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN:
+				c.waited = true
+				return false // the poller waits, and calls again
+			}
+			n, errno = int(r), e
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, os.NewSyscallError("read", errno)
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
