@@ -8,35 +8,53 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/etcdns/etcdns/config"
 )
 
-// WatchReads is the dial option of dnsd's watch clients. A change read
-// alone costs a frontend more in waking up than in the change itself: the
+// WatchReads is the dial option of dnsd's watch clients (the watch, its
+// progress requests, and the liveness and lag probes). A change read alone
+// costs a frontend more in waking up than in the change itself: the
 // poller's thread switch, and the Go scheduler's monitor thread (sysmon),
-// which every system call wakes from its sleep and which then polls every
-// 20 us for a while. On the 2-vCPU VM those switches were most of a
-// change's 185-235 us (bench/README.md, stop 34). So each connection's
-// reads:
+// which a system call made through entersyscall wakes from its sleep and
+// which then polls every 20 us for a while. On the 2-vCPU VM those
+// switches were most of a change's 210-225 us (bench/README.md, stop 34).
+// So each connection's reads:
 //
 //   - go to the kernel without telling the scheduler they might block: the
 //     socket is non-blocking, and the poller does the waiting;
-//   - after a read that had to wait for data, wait coalesce before the
-//     next, so that the rest of a burst of changes is read, and the
-//     frontend woken, once. The first change of a burst is read at once;
-//     the ones after it wait at most coalesce.
+//   - after a read that had to wait for data (a change after a quiet
+//     spell, or a progress answer), wait coalesce before the next, so that
+//     the rest of a burst of changes is read, and the frontend woken, once.
+//     What arrives while no window is open is read at once; nothing waits
+//     longer than coalesce.
 //
 // coalesce 0 keeps the raw reads and reads each change as it comes. Off
 // Linux the reads are plain and never coalesce.
-func WatchReads(coalesce time.Duration) grpc.DialOption {
-	return grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-		var d net.Dialer
+//
+// c is the settings the clients are dialled with. gRPC sets the socket's
+// TCP_USER_TIMEOUT to its keepalive timeout only on a *net.TCPConn, which
+// this connection is not, so the dialer sets it (and the kernel's
+// keepalive, as gRPC's own dialer does): a member that stops acknowledging
+// is still cut off by the kernel within the timeout. Unlike gRPC's dialer
+// it ignores HTTPS_PROXY: dnsd's watch connects to etcd directly.
+func WatchReads(c config.Etcd, coalesce time.Duration) grpc.DialOption {
+	return grpc.WithContextDialer(watchDialer(dialTimeout(c), coalesce))
+}
+
+func watchDialer(userTimeout, coalesce time.Duration) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
 		network, address := target(addr)
+		d := net.Dialer{KeepAlive: -1} // the kernel's keepalive, set below, not Go's
+		if network == "tcp" {
+			d.Control = tcpOptions(userTimeout)
+		}
 		c, err := d.DialContext(ctx, network, address)
 		if err != nil {
 			return nil, err
 		}
 		return newWatchConn(c, coalesce), nil
-	})
+	}
 }
 
 // target is the network and address of a gRPC address. clientv3 hands

@@ -1,14 +1,31 @@
 package etcdclient
 
 import (
+	"errors"
 	"io"
 	"os"
+	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
 const rawReads = true
+
+// tcpOptions is the dialer's Control: what gRPC's own dialer and transport
+// would set on the socket.
+func tcpOptions(userTimeout time.Duration) func(string, string, syscall.RawConn) error {
+	return func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = errors.Join(
+				unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1),
+				unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(userTimeout.Milliseconds())))
+		})
+		return errors.Join(err, serr)
+	}
+}
 
 func (c *watchConn) read(p []byte) (int, error) {
 	if c.rc == nil || len(p) == 0 {

@@ -2,7 +2,16 @@
 
 package etcdclient
 
+import (
+	"syscall"
+	"time"
+)
+
 const rawReads = false
+
+// tcpOptions sets nothing off Linux, where gRPC sets no TCP_USER_TIMEOUT
+// either.
+func tcpOptions(time.Duration) func(string, string, syscall.RawConn) error { return nil }
 
 // read is a plain read. Not knowing whether it waited, it never lets Read
 // coalesce: each change is read as it comes.
