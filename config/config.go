@@ -501,16 +501,26 @@ func (c *Config) Validate(sections ...string) error {
 		if d.WatchLagProbe > 0 && d.WatchMaxLag <= 0 {
 			bad("dnsd.watch-max-lag", "%s: must be positive", d.WatchMaxLag)
 		}
-		// Coalescing holds back the changes after the first of a burst; held
-		// as long as the liveness or lag checks allow, a healthy stream
-		// would be dropped.
-		switch {
-		case d.WatchCoalesce < 0:
+		// Coalescing holds back what the watch clients read, the liveness
+		// and lag probes' answers too: each check must keep most of its
+		// time, or a healthy stream would be dropped.
+		if d.WatchCoalesce < 0 {
 			bad("dnsd.watch-coalesce", "%s: must not be negative (0 reads each change as it comes)", d.WatchCoalesce)
-		case d.WatchCoalesce >= d.WatchProgressTimeout:
-			bad("dnsd.watch-coalesce", "%s: must be shorter than dnsd.watch-progress-timeout (%s)", d.WatchCoalesce, d.WatchProgressTimeout)
-		case d.WatchLagProbe > 0 && d.WatchCoalesce >= d.WatchMaxLag:
-			bad("dnsd.watch-coalesce", "%s: must be shorter than dnsd.watch-max-lag (%s)", d.WatchCoalesce, d.WatchMaxLag)
+		} else if d.WatchCoalesce > 0 {
+			type limit struct {
+				name string
+				d    time.Duration
+			}
+			limits := []limit{{"what a liveness probe is given (dnsd.watch-progress-timeout less dnsd.watch-progress-interval)", d.WatchProgressTimeout - d.WatchProgressInterval}}
+			if d.WatchLagProbe > 0 {
+				limits = append(limits, limit{"dnsd.watch-max-lag", d.WatchMaxLag}, limit{"dnsd.watch-lag-probe-interval", d.WatchLagProbe})
+			}
+			for _, l := range limits {
+				if l.d > 0 && 2*d.WatchCoalesce > l.d {
+					bad("dnsd.watch-coalesce", "%s: at most half of %s, %s", d.WatchCoalesce, l.name, l.d)
+					break
+				}
+			}
 		}
 		if d.StartJitter < 0 {
 			bad("dnsd.start-jitter", "%s: must not be negative", d.StartJitter)

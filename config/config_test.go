@@ -172,8 +172,9 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--cluster.federation-domain", "svc.cluster.local"}, want: "cluster.federation-domain"},
 		{args: []string{"--cluster.federation-domain", "local"}, want: "cluster.federation-domain"},
 		{args: []string{"--dnsd.watch-coalesce", "-1ms"}, want: "dnsd.watch-coalesce"},
-		{args: []string{"--dnsd.watch-coalesce", "500ms"}, want: "shorter than dnsd.watch-max-lag"},
-		{args: []string{"--dnsd.watch-coalesce", "2s", "--dnsd.watch-lag-probe-interval", "0"}, want: "shorter than dnsd.watch-progress-timeout"},
+		{args: []string{"--dnsd.watch-coalesce", "251ms"}, want: "at most half of dnsd.watch-max-lag"},
+		{args: []string{"--dnsd.watch-coalesce", "400ms", "--dnsd.watch-max-lag", "1s"}, want: "at most half of dnsd.watch-lag-probe-interval"},
+		{args: []string{"--dnsd.watch-coalesce", "600ms", "--dnsd.watch-lag-probe-interval", "0"}, want: "at most half of what a liveness probe is given"},
 	} {
 		for k, v := range tc.env {
 			t.Setenv(k, v)

@@ -196,7 +196,9 @@ func TestDnsd(t *testing.T) {
 		if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
 			t.Fatal(err)
 		}
-		dnsdWithin(t, 100*time.Millisecond, "the deletion", func() bool {
+		// The deletion follows the put within dnsd.watch-coalesce's window
+		// (50ms by default), so it may be read that much later.
+		dnsdWithin(t, 100*time.Millisecond+50*time.Millisecond, "the deletion", func() bool {
 			return dnsdAsk(t, "tcp", d.Addr, name, dns.TypeA, 0).Rcode == dns.RcodeNameError
 		})
 	})

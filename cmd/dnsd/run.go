@@ -62,7 +62,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	st := store.New(cli, zones, cfg.Etcd.RequestTimeout, reg, log)
 	// The watch gets a client per endpoint, so that it can be moved past a
 	// member that has gone quiet (server/store's doc says why).
-	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd, etcdclient.WatchReads(d.WatchCoalesce))
+	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd, etcdclient.WatchReads(cfg.Etcd, d.WatchCoalesce))
 	if err != nil {
 		return err
 	}
@@ -82,7 +82,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	}
 	st.WatchOn(eps, store.Liveness{
 		Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout,
-		LagProbe: d.WatchLagProbe, MaxLag: d.WatchMaxLag,
+		LagProbe: d.WatchLagProbe, MaxLag: d.WatchMaxLag, Coalesce: d.WatchCoalesce,
 	})
 	st.SpreadStart(d.StartJitter)
 	srv := server.New(st.Snapshot, answer.Options{

@@ -238,6 +238,37 @@ func TestLaggingStreamMovesToNextEndpoint(t *testing.T) {
 	eventually(t, "staleness and lag back to 0", func() bool { return s.staleness() == 0 && value(s.lag) == 0 })
 }
 
+// A stream whose reads coalesce (etcdclient.WatchReads) shows a burst up
+// to the window late. The revisions the lag probe hears elsewhere meanwhile
+// must not count against it: it would be shown behind (the lag gauge, the
+// staleness) and asked for progress all the time changes flow.
+func TestCoalescingStreamIsNotTakenForBehind(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct)
+	frz.slow(150 * time.Millisecond) // the stream's reads, as late as a window allows
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 500 * time.Millisecond, Timeout: 10 * time.Second, LagProbe: 50 * time.Millisecond, MaxLag: 5 * time.Second,
+		Coalesce: 500 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "coalescing", Client: client(t, frz.l.Addr().String())}, {Name: "other", Client: client(t, direct)}}, live)
+	runStore(t, s)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	eventually(t, "a change through the coalescing endpoint", func() bool { return len(addrs(s.Snapshot(), "a.ns.svc.cluster.local")) == 1 })
+
+	var lag, stale float64
+	for i := range 100 {
+		mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", fmt.Sprintf(`{"host":"10.0.1.%d"}`, i+1))
+		time.Sleep(20 * time.Millisecond)
+		lag, stale = max(lag, value(s.lag)), max(stale, s.staleness())
+	}
+	if lag != 0 || stale != 0 {
+		t.Errorf("a stream within its window was shown behind: lag up to %v revisions, staleness up to %vs", lag, stale)
+	}
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)); got != 0 {
+		t.Errorf("restarts{lagging} = %v, want 0", got)
+	}
+}
+
 // withholdingClient dials endpoint with watch streams that show nothing
 // but their creation: every event, progress report and cancel is dropped.
 func withholdingClient(t *testing.T, endpoint string) *clientv3.Client {

@@ -143,6 +143,11 @@ type Liveness struct {
 	// MaxLag: how long the stream may take to show a revision heard of
 	// from another endpoint before it is dropped as behind.
 	MaxLag time.Duration
+	// Coalesce: how long the stream's reads may hold a change back
+	// (etcdclient.WatchReads). A revision heard of elsewhere is held to the
+	// stream only this long after it was heard: a stream that is merely
+	// reading a burst late is not behind, and is not asked for progress.
+	Coalesce time.Duration
 }
 
 // DefaultLiveness is dnsd's default: a frozen member or proxy is left
@@ -398,6 +403,13 @@ func (s *Store) probeOthers(ctx context.Context, on Endpoint, heard chan int64) 
 		cancel()
 		if err != nil {
 			continue // that endpoint's trouble is not this stream's
+		}
+		if s.live.Coalesce > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.live.Coalesce):
+			}
 		}
 		select {
 		case <-heard: // an older one nobody took yet
