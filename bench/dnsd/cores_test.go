@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -61,7 +62,11 @@ func TestCores(t *testing.T) {
 	zoneFile := knotZone(t, ref.addr, ms)
 	ref.proc.Stop()
 
-	type cell struct{ dnsd, knot, ratio []float64 }
+	type cell struct {
+		dnsd, knot, ratio []float64
+		// CPU a query (us) and thread switches a 1,000 queries, each server
+		dcpu, kcpu, dsw, ksw []float64
+	}
 	type gen struct{ dnsd, knot []float64 } // generator CPU / its cores' worth
 	results := map[int]map[string]*cell{}
 	gens := map[int]map[string]*gen{}
@@ -88,13 +93,20 @@ func TestCores(t *testing.T) {
 		for round := range rounds {
 			for _, m := range ms {
 				k.Pause()
+				d0 := spentBy(d.Pid())
 				dq, dg := pinnedLoad(t, taskset, loadCPUs, dnsperf, addr, m, clients, duration, ncpu-c)
+				d1 := spentBy(d.Pid())
 				k.Resume()
 				d.Pause()
+				k0 := spentBy(k.Pid())
 				kq, kg := pinnedLoad(t, taskset, loadCPUs, dnsperf, k.Addr, m, clients, duration, ncpu-c)
+				k1 := spentBy(k.Pid())
 				d.Resume()
 				r, g := results[c][m.name], gens[c][m.name]
 				r.dnsd, r.knot, r.ratio = append(r.dnsd, dq), append(r.knot, kq), append(r.ratio, dq/kq)
+				dcpu, dsw := d1.less(d0).per(dq * float64(duration))
+				kcpu, ksw := k1.less(k0).per(kq * float64(duration))
+				r.dcpu, r.kcpu, r.dsw, r.ksw = append(r.dcpu, dcpu), append(r.kcpu, kcpu), append(r.dsw, dsw), append(r.ksw, ksw)
 				g.dnsd, g.knot = append(g.dnsd, dg), append(g.knot, kg)
 				fmt.Printf("  %d core(s)  round %d  %-8s  dnsd %9.0f qps (generator %3.0f%%)  knot %9.0f qps (generator %3.0f%%)\n",
 					c, round+1, m.name, dq, 100*dg, kq, 100*kg)
@@ -108,12 +120,13 @@ func TestCores(t *testing.T) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Machine: %s, %s. %d services; dnsd (GOMAXPROCS=C) and Knot (C UDP workers) pinned to cores 0..C-1, dnsperf (-c %d, one thread per core) to the rest; %d rounds of %d s per server, mix and count, the idle server paused.\n\n",
 		cpus(), cpuModel(), n, clients, rounds, duration)
-	md.WriteString("| server cores | mix | dnsd QPS | Knot QPS | dnsd / Knot | generator busy (dnsd / Knot runs) | dnsd's busiest socket / mean |\n|---|---|---|---|---|---|---|\n")
+	md.WriteString("| server cores | mix | dnsd QPS | Knot QPS | dnsd / Knot | generator busy (dnsd / Knot runs) | dnsd's busiest socket / mean | server CPU a query, dnsd / Knot | thread switches a 1,000 queries, dnsd / Knot |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, c := range counts {
 		for _, m := range ms {
 			r, g := results[c][m.name], gens[c][m.name]
-			fmt.Fprintf(&md, "| %d | %s | %.0f | %.0f | %.2fx | %.0f%% / %.0f%% of %d core(s) | %.2f |\n",
-				c, m.name, median(r.dnsd), median(r.knot), median(r.ratio), 100*median(g.dnsd), 100*median(g.knot), ncpu-c, spread[c])
+			fmt.Fprintf(&md, "| %d | %s | %.0f | %.0f | %.2fx | %.0f%% / %.0f%% of %d core(s) | %.2f | %.2f / %.2f us | %.0f / %.0f |\n",
+				c, m.name, median(r.dnsd), median(r.knot), median(r.ratio), 100*median(g.dnsd), 100*median(g.knot), ncpu-c, spread[c],
+				median(r.dcpu), median(r.kcpu), median(r.dsw), median(r.ksw))
 		}
 	}
 	var skipped []string
@@ -126,6 +139,7 @@ func TestCores(t *testing.T) {
 		fmt.Fprintf(&md, "\nNot measured here (the load generator needs cores of its own): %s server cores.\n", strings.Join(skipped, ", "))
 	}
 	md.WriteString("\nA generator busy well below 100% of its cores was not the limit; near 100%, the figure is the generator's as much as the server's.\n")
+	md.WriteString("Server CPU a query and thread switches a 1,000 queries: the server process's CPU and the context switches of all its threads over each run, over the queries answered; a cost a query that grows with the cores is the server's own scaling limit, and switches that grow with it say where.\n")
 	md.WriteString("dnsd's busiest socket / mean: datagrams read by the busiest of dnsd's C sockets (SO_REUSEPORT, one reader each) over all the runs at that count, against the mean; the kernel spreads dnsperf's clients by address and port, and 1.00 is an even spread.\n")
 	fmt.Print("\n" + md.String())
 	if out := os.Getenv("OUT"); out != "" {
@@ -133,6 +147,42 @@ func TestCores(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// spent is what a process has spent so far: its CPU, and the context
+// switches of all its threads (a server whose readers park and wake often
+// pays for it in switches, which are dear on a virtual machine).
+type spent struct {
+	cpu      time.Duration
+	switches float64
+}
+
+func spentBy(pid int) spent {
+	s := spent{cpu: harness.ProcCPU(pid)}
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that has just exited
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				s.switches += n
+			}
+		}
+	}
+	return s
+}
+
+func (s spent) less(o spent) spent { return spent{s.cpu - o.cpu, s.switches - o.switches} }
+
+// per is the CPU in us a query and the switches a 1,000 queries.
+func (s spent) per(queries float64) (us, switches float64) {
+	if queries <= 0 {
+		return 0, 0
+	}
+	return float64(s.cpu.Microseconds()) / queries, 1000 * s.switches / queries
 }
 
 // socketSpread is the datagrams read by the busiest of dnsd's n UDP
