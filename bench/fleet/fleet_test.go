@@ -643,9 +643,14 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	}
 	close(quit)
 	wg.Wait()
+	// A writer whose put etcd timed out (a storm that starved the members
+	// on a small machine) is a finding of the row, not the end of the
+	// bench: its puts stopped there, which the row says.
+	failed := ""
 	select {
 	case err := <-writeErr:
-		t.Fatalf("writer: %v", err)
+		failed = fmt.Sprintf(", then a writer's put failed (%v) and it stopped", err)
+		t.Logf("writer: %v", err)
 	default:
 	}
 	afterWrites := writes.between(after, time.Now())
@@ -679,8 +684,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.1f / %.1f ms/s | %s | %s | %.0f | %.1f / %.1f MiB (anon %.1f / %.1f) |",
-		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)),
+	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms%s | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.1f / %.1f ms/s | %s | %s | %.0f | %.1f / %.1f MiB (anon %.1f / %.1f) |",
+		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)), failed,
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
 		slowest, ms(slowP99), fcpu[len(fcpu)/2], fcpu[len(fcpu)-1], strings.Join(ecpu, " + "), proxyCol, watchers, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
