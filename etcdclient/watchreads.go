@@ -45,9 +45,9 @@ func WatchReads(c config.Etcd, coalesce time.Duration) grpc.DialOption {
 func watchDialer(userTimeout, coalesce time.Duration) func(context.Context, string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		network, address := target(addr)
-		d := net.Dialer{KeepAlive: -1} // the kernel's keepalive, set below, not Go's
-		if network == "tcp" {
-			d.Control = tcpOptions(userTimeout)
+		var d net.Dialer
+		if ctl := tcpOptions(userTimeout); ctl != nil && network == "tcp" {
+			d.Control, d.KeepAlive = ctl, -1 // the kernel's keepalive, as gRPC's dialer has it
 		}
 		c, err := d.DialContext(ctx, network, address)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 const rawReads = false
 
 // tcpOptions sets nothing off Linux, where gRPC sets no TCP_USER_TIMEOUT
-// either.
+// either; the dialer keeps Go's own keepalive there.
 func tcpOptions(time.Duration) func(string, string, syscall.RawConn) error { return nil }
 
 // read is a plain read. Not knowing whether it waited, it never lets Read
