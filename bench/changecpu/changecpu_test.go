@@ -126,9 +126,9 @@ func TestChangeCPU(t *testing.T) {
 			if dir := os.Getenv("SMAPS"); dir != "" && round == 1 {
 				copyFile(t, fmt.Sprintf("/proc/%d/smaps", pid), filepath.Join(dir, v.name+".smaps"))
 			}
-			idle0, idleSw0 := harness.ProcCPU(pid), switches(pid)
+			idle0, idleSw0 := harness.ProcCPU(pid), harness.ProcSwitches(pid)
 			time.Sleep(idle)
-			idleCPU, idleSw := harness.ProcCPU(pid)-idle0, switches(pid)-idleSw0
+			idleCPU, idleSw := harness.ProcCPU(pid)-idle0, harness.ProcSwitches(pid)-idleSw0
 
 			var prof chan error
 			if profDir != "" && round == 1 {
@@ -144,7 +144,7 @@ func TestChangeCPU(t *testing.T) {
 					t.Errorf("allocs profile: %v", err)
 				}
 			}
-			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), switches(pid)
+			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), harness.ProcSwitches(pid)
 			made, lastRev := 0, int64(0)
 			tick := time.NewTicker(time.Second / time.Duration(rate))
 			for end := time.Now().Add(duration); time.Now().Before(end); {
@@ -177,7 +177,7 @@ func TestChangeCPU(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			cpu := harness.ProcCPU(pid) - cpu0
-			io1, sw1 := procIO(pid), switches(pid)
+			io1, sw1 := procIO(pid), harness.ProcSwitches(pid)
 			after := harness.ProcMemory(pid)
 			if dir := os.Getenv("SMAPS"); dir != "" && round == 1 {
 				copyFile(t, fmt.Sprintf("/proc/%d/smaps", pid), filepath.Join(dir, v.name+".after.smaps"))
@@ -216,27 +216,6 @@ func procIO(pid int) map[string]int64 {
 		}
 	}
 	return out
-}
-
-// switches is the context switches, voluntary and not, of all the
-// process's threads: a goroutine handing work to a parked one wakes a
-// thread, and each wake-up is a switch.
-func switches(pid int) int64 {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	var n int64
-	for _, t := range tasks {
-		b, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				c, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				n += c
-			}
-		}
-	}
-	return n
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

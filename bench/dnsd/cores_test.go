@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -158,21 +157,7 @@ type spent struct {
 }
 
 func spentBy(pid int) spent {
-	s := spent{cpu: harness.ProcCPU(pid)}
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", pid))
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue // a thread that has just exited
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
-				n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				s.switches += n
-			}
-		}
-	}
-	return s
+	return spent{harness.ProcCPU(pid), float64(harness.ProcSwitches(pid))}
 }
 
 func (s spent) less(o spent) spent { return spent{s.cpu - o.cpu, s.switches - o.switches} }
