@@ -80,6 +80,12 @@ type watchConn struct {
 	full     bool // the last read filled the buffer: more is likely there
 }
 
+// holdBytes is the socket's receive low-water mark through a coalescing
+// window: gRPC's read buffer, so that a burst that would fill it still
+// wakes the poller. Well under the socket's receive buffer, which a mark
+// above half of it would make the kernel grow.
+const holdBytes = 32 << 10
+
 func newWatchConn(c net.Conn, coalesce time.Duration) *watchConn {
 	w := &watchConn{Conn: c, coalesce: coalesce}
 	if sc, ok := c.(syscall.Conn); ok && rawReads {
@@ -90,7 +96,13 @@ func newWatchConn(c net.Conn, coalesce time.Duration) *watchConn {
 
 func (c *watchConn) Read(p []byte) (int, error) {
 	if c.waited && !c.full && c.coalesce > 0 {
+		// Each segment arriving in the window would still wake the
+		// poller's thread, for nothing: no goroutine waits on the socket
+		// while this one sleeps. That was a thread switch a change
+		// (bench/changecpu, stop 35).
+		c.hold(holdBytes)
 		time.Sleep(c.coalesce)
+		c.hold(1)
 	}
 	c.waited = false
 	n, err := c.read(p)

@@ -27,6 +27,23 @@ func tcpOptions(userTimeout time.Duration) func(string, string, syscall.RawConn)
 	}
 }
 
+// hold sets the socket's receive low-water mark (SO_RCVLOWAT) to n bytes:
+// Linux signals a TCP socket readable, and so wakes the poller's thread,
+// only once n bytes are queued, while a read that does not block still
+// returns what is there. Setting it back to 1 signals what is queued.
+// Raw, for the reason read is. A socket that ignores the mark (a unix
+// socket) costs only the wakes.
+func (c *watchConn) hold(n int) {
+	if c.rc == nil {
+		return
+	}
+	v := int32(n)
+	_ = c.rc.Control(func(fd uintptr) {
+		unix.RawSyscall6(unix.SYS_SETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT,
+			uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
+	})
+}
+
 func (c *watchConn) read(p []byte) (int, error) {
 	if c.rc == nil || len(p) == 0 {
 		return c.Conn.Read(p) // not knowing whether it waited, never coalesces

@@ -90,6 +90,44 @@ func TestWatchReadsTakeTheFirstAtOnceAndTheRestOfABurstTogether(t *testing.T) {
 	}
 }
 
+// Through the window the socket's low-water mark is raised, so what
+// arrives does not wake the poller, and still the read after the window
+// returns what came in it, less than the mark; then the mark is 1 again.
+func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
+	w, s := pair(t, 3*time.Second)
+	firstAfterQuiet(t, w, s, "a")
+	lowat := func() int {
+		var v int
+		var err error
+		if cerr := w.rc.Control(func(fd uintptr) {
+			v, err = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVLOWAT)
+		}); cerr != nil || err != nil {
+			t.Fatal(cerr, err)
+		}
+		return v
+	}
+	done := make(chan string)
+	go func() {
+		buf := make([]byte, 64)
+		n, _ := w.Read(buf)
+		done <- string(buf[:n])
+	}()
+	// The window is 3 s: the mark is looked for over the first 2.
+	for deadline := time.Now().Add(2 * time.Second); lowat() != holdBytes; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("low-water mark in the window %d; want %d", lowat(), holdBytes)
+			break
+		}
+	}
+	s.Write([]byte("b"))
+	if got := <-done; got != "b" {
+		t.Errorf("read after the window %q; want \"b\"", got)
+	}
+	if v := lowat(); v != 1 {
+		t.Errorf("low-water mark after the window %d; want 1", v)
+	}
+}
+
 // A read that fills the buffer leaves more to read: the next read does not
 // wait for the window.
 func TestWatchReadsDoNotWaitInTheMiddleOfAResponse(t *testing.T) {

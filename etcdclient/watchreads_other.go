@@ -18,3 +18,6 @@ func tcpOptions(time.Duration) func(string, string, syscall.RawConn) error { ret
 func (c *watchConn) read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
+
+// hold does nothing: off Linux Read never coalesces.
+func (c *watchConn) hold(int) {}
