@@ -25,9 +25,10 @@ import (
 //     socket is non-blocking, and the poller does the waiting;
 //   - after a read that had to wait for data (a change after a quiet
 //     spell, or a progress answer), wait coalesce before the next, so that
-//     the rest of a burst of changes is read, and the frontend woken, once.
-//     What arrives while no window is open is read at once; nothing waits
-//     longer than coalesce.
+//     the rest of a burst of changes is read, and the frontend woken, once
+//     (through the window the socket's low-water mark is raised: see
+//     hold). What arrives while no window is open is read at once; nothing
+//     waits longer than coalesce.
 //
 // coalesce 0 keeps the raw reads and reads each change as it comes. Off
 // Linux the reads are plain and never coalesce.
