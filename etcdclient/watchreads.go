@@ -27,8 +27,8 @@ import (
 //     spell, or a progress answer), wait coalesce before the next, so that
 //     the rest of a burst of changes is read, and the frontend woken, once
 //     (through the window the socket's low-water mark is raised: see
-//     hold). What arrives while no window is open is read at once; nothing
-//     waits longer than coalesce.
+//     holdMark). What arrives while no window is open is read at once;
+//     nothing waits longer than coalesce.
 //
 // coalesce 0 keeps the raw reads and reads each change as it comes. Off
 // Linux the reads are plain and never coalesce.
@@ -54,7 +54,7 @@ func watchDialer(userTimeout, coalesce time.Duration) func(context.Context, stri
 		if err != nil {
 			return nil, err
 		}
-		return newWatchConn(c, coalesce), nil
+		return newWatchConn(c, network, coalesce), nil
 	}
 }
 
@@ -79,18 +79,19 @@ type watchConn struct {
 	coalesce time.Duration
 	waited   bool // the last read found no data and waited for the poller
 	full     bool // the last read filled the buffer: more is likely there
+	// mark is the socket's receive low-water mark through a window (0:
+	// none is set), and held says it is set. See holdMark.
+	mark int
+	held bool
 }
 
-// holdBytes is the socket's receive low-water mark through a coalescing
-// window: gRPC's read buffer, so that a burst that would fill it still
-// wakes the poller. Well under the socket's receive buffer, which a mark
-// above half of it would make the kernel grow.
-const holdBytes = 32 << 10
-
-func newWatchConn(c net.Conn, coalesce time.Duration) *watchConn {
+func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn {
 	w := &watchConn{Conn: c, coalesce: coalesce}
 	if sc, ok := c.(syscall.Conn); ok && rawReads {
 		w.rc, _ = sc.SyscallConn()
+	}
+	if w.rc != nil && network == "tcp" && coalesce > 0 {
+		w.mark = holdMark(w.rc)
 	}
 	return w
 }
@@ -100,10 +101,9 @@ func (c *watchConn) Read(p []byte) (int, error) {
 		// Each segment arriving in the window would still wake the
 		// poller's thread, for nothing: no goroutine waits on the socket
 		// while this one sleeps. That was a thread switch a change
-		// (bench/changecpu, stop 35).
-		c.hold(holdBytes)
+		// (bench/changecpu, stop 35). read lowers the mark again.
+		c.hold()
 		time.Sleep(c.coalesce)
-		c.hold(1)
 	}
 	c.waited = false
 	n, err := c.read(p)

@@ -27,21 +27,41 @@ func tcpOptions(userTimeout time.Duration) func(string, string, syscall.RawConn)
 	}
 }
 
-// hold sets the socket's receive low-water mark (SO_RCVLOWAT) to n bytes:
-// Linux signals a TCP socket readable, and so wakes the poller's thread,
-// only once n bytes are queued, while a read that does not block still
-// returns what is there. Setting it back to 1 signals what is queued.
-// Raw, for the reason read is. A socket that ignores the mark (a unix
-// socket) costs only the wakes.
-func (c *watchConn) hold(n int) {
-	if c.rc == nil {
+// holdMark is the receive low-water mark (SO_RCVLOWAT) of a TCP watch
+// socket through a coalescing window. Linux (4.18 on) signals a socket
+// readable only once that many bytes are queued, or on its end or an
+// error, so the segments of a burst do not wake the poller's thread one by
+// one; a read that does not block still returns what is queued. Any size
+// well past a window's changes will do, but a mark the kernel finds too
+// big for the receive buffer grows the buffer and clamps the receive
+// window to the mark, for good: so 32 KiB, and at most a quarter of the
+// socket's buffer.
+func holdMark(rc syscall.RawConn) int {
+	mark := 32 << 10
+	_ = rc.Control(func(fd uintptr) {
+		if buf, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF); err == nil {
+			mark = min(mark, buf/4)
+		}
+	})
+	return mark
+}
+
+// hold raises the socket's low-water mark for a window.
+func (c *watchConn) hold() {
+	if c.mark <= 1 {
 		return
 	}
-	v := int32(n)
 	_ = c.rc.Control(func(fd uintptr) {
-		unix.RawSyscall6(unix.SYS_SETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT,
-			uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
+		c.held = setMark(fd, c.mark) == 0
 	})
+}
+
+// setMark sets SO_RCVLOWAT. Raw, for the reason read is.
+func setMark(fd uintptr, n int) unix.Errno {
+	v := int32(n)
+	_, _, e := unix.RawSyscall6(unix.SYS_SETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_RCVLOWAT,
+		uintptr(unsafe.Pointer(&v)), unsafe.Sizeof(v), 0)
+	return e
 }
 
 func (c *watchConn) read(p []byte) (int, error) {
@@ -60,6 +80,16 @@ func (c *watchConn) read(p []byte) (int, error) {
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN:
+				if c.held {
+					// The mark is lowered only now that nothing is
+					// queued: lowering it over queued data signals the
+					// socket readable, which would wake the poller's
+					// thread for data this goroutine is about to read
+					// itself. Then once more for what came in between.
+					setMark(fd, 1)
+					c.held = false
+					continue
+				}
 				c.waited = true
 				return false // the poller waits, and calls again
 			}

@@ -19,5 +19,7 @@ func (c *watchConn) read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-// hold does nothing: off Linux Read never coalesces.
-func (c *watchConn) hold(int) {}
+// holdMark sets none: off Linux Read never coalesces.
+func holdMark(syscall.RawConn) int { return 0 }
+
+func (c *watchConn) hold() {}
