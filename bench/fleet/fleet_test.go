@@ -454,19 +454,19 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				gen := i / mine
 				old := records(t, b, name, ip(s+gen*f.services))
 				at := time.Now()
-				if err := change(ctx, wcli, old, records(t, b, name, ip(s+(gen+1)*f.services))); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					// Its wait counts among the puts' latencies: it is
-					// what the writer felt.
-					writes.add(at, time.Since(at))
-					failedPuts.Add(1)
-					lastFail.Store(err.Error()) // one type: errors differ in theirs
-					i-- // the same change again
-					continue
+				err := change(ctx, wcli, old, records(t, b, name, ip(s+(gen+1)*f.services)))
+				if ctx.Err() != nil {
+					return
 				}
+				// A failed put's wait counts too: the writer felt it.
 				writes.add(at, time.Since(at))
+				if err != nil {
+					failedPuts.Add(1)
+					// A string: an atomic.Value takes one type, and
+					// errors differ in theirs.
+					lastFail.Store(err.Error())
+					i-- // the same change again
+				}
 			}
 		}()
 	}
