@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,8 +108,8 @@ func BenchmarkApply(b *testing.B) {
 				v.TTL = 11
 				vals[i][1] = v.Encode()
 			}
-			ev := &clientv3.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{}}
-			events := []*clientv3.Event{ev}
+			ev := &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{}}
+			events := []*mvccpb.Event{ev}
 			rev := cur.Rev
 			i := 0
 			cpu0 := cpuTime()

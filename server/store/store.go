@@ -871,7 +871,7 @@ const (
 	packBusy      = 2
 )
 
-// errWatchClosed reports a watch channel closed without an error.
+// errWatchClosed reports a watch stream etcd ended without an error.
 var errWatchClosed = errors.New("watch channel closed")
 
 // maxCheck bounds the back-off of the linearizable reads that tell a
@@ -909,48 +909,26 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 	}
 	from := cur.Rev
-	// One prefix, the usual case, is read straight from clientv3's channel
-	// (one): clientv3 already queues the responses it has read, and a
-	// goroutine between would cost a thread wake-up a response (bench/
-	// changecpu). Several are merged into ch, buffered so that responses
-	// queue there while one is applied, where the loop below can take them
-	// together.
-	//
-	// clientv3's Watch returns only once the member has answered that the
-	// watch is created, and a frozen member never answers: so it is called
-	// off this goroutine, and the liveness checks below run meanwhile
-	// (TestWatchResumedOntoAFrozenMemberMovesOn). Failing, they cancel ctx,
-	// which ends the wait.
-	watch := func(p string) clientv3.WatchChan {
-		return ep.Client.Watch(ctx, p, clientv3.WithPrefix(), clientv3.WithRev(from+1),
-			clientv3.WithProgressNotify(), clientv3.WithCreatedNotify())
-	}
-	var one clientv3.WatchChan // nil until Watch returns
-	var opened chan clientv3.WatchChan
-	var ch chan result
-	if len(prefixes) == 1 {
-		opened = make(chan clientv3.WatchChan, 1)
-		go func() { opened <- watch(prefixes[0]) }()
-	} else {
-		ch = make(chan result, 1024)
-		for _, p := range prefixes {
-			go func() {
-				wch := watch(p)
-				for {
-					resp, ok := <-wch
-					r := received(resp, ok)
-					select {
-					case ch <- r:
-					case <-ctx.Done():
-						return
-					}
-					if r.err != nil {
-						return
-					}
-				}
-			}()
+	// The stream is opened off this goroutine: gRPC waits for a ready
+	// connection, and a frozen member never answers the creates, so the
+	// liveness checks below run meanwhile (TestWatchResumedOntoAFrozen
+	// MemberMovesOn). Failing, they cancel ctx, which ends the wait. ch is
+	// buffered so that responses queue there while one is applied, where
+	// the loop below can take them together.
+	ch := make(chan result, 1024)
+	var open atomic.Pointer[stream] // nil until opened
+	go func() {
+		st, err := openStream(ctx, ep.Client, prefixes[0], from+1)
+		if err != nil {
+			select {
+			case ch <- result{err: err}:
+			case <-ctx.Done():
+			}
+			return
 		}
-	}
+		open.Store(st)
+		st.receive(ctx, prefixes, from+1, ch)
+	}()
 	// A quarter of the interval: the timeout is noticed at most that late.
 	tick := time.NewTicker(min(s.live.Interval, max(s.live.MaxLag, time.Millisecond)) / 4)
 	defer tick.Stop()
@@ -969,17 +947,15 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// past the watch's start; they back off to maxCheck, since a cluster
 	// nothing is written to may stay where it is for hours.
 	checked, checkEvery := began, s.live.Timeout
-	// ask sends a progress request on the watch's own stream (the same
-	// context metadata picks it), so that its answer proves that stream.
-	// Off this goroutine: a send to a frozen member must not stop the
-	// timeout from being noticed.
+	// ask sends a progress request on the watch's own stream, so that its
+	// answer proves that stream. Off this goroutine: a send to a frozen
+	// member must not stop the timeout from being noticed. Before the
+	// stream is open there is nothing to ask.
 	ask := func() {
 		asked = time.Now()
-		go func() {
-			rctx, cancel := context.WithTimeout(ctx, s.live.Interval)
-			defer cancel()
-			_ = ep.Client.RequestProgress(rctx)
-		}()
+		if st := open.Load(); st != nil {
+			go func() { _ = st.requestProgress() }()
+		}
 	}
 	// shown is the revision up to which the stream has delivered every
 	// change: the last event's, or a progress report's. A created
@@ -1007,12 +983,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	for {
 		var r result
 		select {
-		case one = <-opened:
-			opened = nil
-			continue
 		case r = <-ch:
-		case resp, ok := <-one:
-			r = received(resp, ok)
 		case h := <-heard:
 			if !held && s.isMember(ep) {
 				// The member list came after the stream began: a member's
@@ -1163,13 +1134,11 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			var more result
 			select {
 			case more = <-ch:
-			case resp, ok := <-one:
-				more = received(resp, ok)
 			default:
-				// clientv3 hands on what it has queued one response at a
-				// time: let it pass the next before the batch is taken as
-				// complete.
-				if one == nil || yielded {
+				// The receiving goroutine hands on what gRPC has queued
+				// one response at a time: let it pass the next before the
+				// batch is taken as complete.
+				if yielded {
 					break drain
 				}
 				yielded = true
@@ -1220,22 +1189,14 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 
 // result is one watch response, or why the watch ended.
 type result struct {
-	resp clientv3.WatchResponse
+	resp *etcdserverpb.WatchResponse
 	err  error
-}
-
-// received is what a receive from a clientv3 watch channel delivered.
-func received(resp clientv3.WatchResponse, ok bool) result {
-	if !ok {
-		return result{err: errWatchClosed}
-	}
-	return result{resp, resp.Err()}
 }
 
 // apply derives the next snapshot from events: only the zones they touch
 // are edited, the others are shared with the previous snapshot. changed is
 // false when no event fell in a served zone.
-func (s *Store) apply(cur *snap.Snapshot, events []*clientv3.Event) (next *snap.Snapshot, changed bool) {
+func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Snapshot, changed bool) {
 	next = &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
 	batches := make([]*snap.Batch, len(next.Zones))
 	serials := make([]int64, len(next.Zones))

@@ -1,0 +1,141 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/etcdns/etcdns/etcdclient"
+)
+
+// A watch is one gRPC Watch stream of etcd's own API, with a watcher per
+// prefix on it, read by one goroutine that hands each response to the
+// store's loop. clientv3's Watcher would put three goroutines of its own
+// between gRPC and the loop (its stream's receiver, its dispatcher and a
+// goroutine per watcher), and each hand-off readies a goroutine, which on
+// a process with an idle P wakes a thread to run it: at two Ps that was
+// about one futex wake and one thread switch a change for nothing (bench/
+// README.md, stop 35). What clientv3 did besides is done here: the
+// watchers are created one at a time, as etcd pairs a created response
+// with the oldest create it has not answered; a canceled watcher ends the
+// watch with clientv3's error for it (ErrCompacted when its start was
+// compacted); and progress requests go on this very stream, so their
+// answers prove it. Resuming a failed stream is the store's (see watch),
+// on the next endpoint; clientv3 would have resumed it on the same one.
+
+// stream is an open watch stream.
+type stream struct {
+	ws pb.Watch_WatchClient
+	mu sync.Mutex // gRPC allows one sender at a time: the creates and the progress requests
+}
+
+// watchCallOpts are clientv3's own call options: a watch response holds
+// every event of a revision, which may be far more than gRPC's default
+// 4 MiB.
+var watchCallOpts = etcdclient.CallOptions
+
+// openStream opens a stream on c's connection, through its interceptors
+// (its auth token, the leader requirement in ctx's metadata), and sends
+// the create of the first prefix's watcher. It waits for a connection that
+// is ready, as clientv3 does; the stream lives until ctx ends.
+func openStream(ctx context.Context, c *clientv3.Client, prefix string, from int64) (*stream, error) {
+	ws, err := pb.NewWatchClient(c.ActiveConnection()).Watch(ctx, watchCallOpts...)
+	if err != nil {
+		return nil, streamErr(err)
+	}
+	st := &stream{ws: ws}
+	if err := st.create(prefix, from); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// create asks for a watcher of every key under prefix from revision from,
+// with etcd's periodic progress notifications.
+func (st *stream) create(prefix string, from int64) error {
+	return st.send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key: []byte(prefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(prefix)),
+		StartRevision: from, ProgressNotify: true,
+	}}})
+}
+
+// requestProgress asks etcd to report the revision up to which the stream
+// has sent every change. etcd 3.5 answers only once every watcher on the
+// stream is synced, with watch ID -1; a grpc-proxy never does.
+func (st *stream) requestProgress() error {
+	return st.send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
+}
+
+func (st *stream) send(req *pb.WatchRequest) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := st.ws.Send(req); err != nil {
+		return streamErr(err)
+	}
+	return nil
+}
+
+// receive reads the stream until it fails or ctx ends, handing out each
+// response, and the error that ended it last. The watchers of prefixes[1:]
+// are created in turn, each once the previous one's created response came.
+// Only the last created response is handed out: the store takes it for the
+// whole watch being in place. from is the revision the watchers start at.
+func (st *stream) receive(ctx context.Context, prefixes []string, from int64, out chan<- result) {
+	next := 1
+	for {
+		resp, err := st.ws.Recv()
+		r := result{resp: resp, err: streamErr(err)}
+		if err == nil {
+			r.err = canceled(resp, from)
+		}
+		if r.err == nil && resp.Created && next < len(prefixes) {
+			r.err = st.create(prefixes[next], from)
+			next++
+			if r.err == nil {
+				continue
+			}
+		}
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			return
+		}
+		if r.err != nil {
+			return
+		}
+	}
+}
+
+// canceled is why etcd canceled a watcher, as clientv3 reports it: a start
+// revision compacted away, or the reason etcd gave (a permission refused).
+func canceled(resp *pb.WatchResponse, from int64) error {
+	switch {
+	case resp.CompactRevision != 0:
+		return fmt.Errorf("watch from revision %d, compacted at %d: %w", from, resp.CompactRevision, rpctypes.ErrCompacted)
+	case !resp.Canceled:
+		return nil
+	case resp.CancelReason != "":
+		return rpctypes.Error(status.Error(codes.FailedPrecondition, resp.CancelReason))
+	}
+	return rpctypes.ErrFutureRev
+}
+
+// streamErr is err as clientv3 returns etcd's errors; io.EOF, the server
+// ending the stream without one, is errWatchClosed.
+func streamErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, io.EOF):
+		return errWatchClosed
+	}
+	return rpctypes.Error(err)
+}
