@@ -29,8 +29,10 @@ import (
 // dnsd dials (etcdclient). Each watcher is a child process that only
 // counts events: through clientv3's watcher, as dnsd reads them, and
 // straight from etcd's gRPC Watch stream, with no goroutine of clientv3's
-// between the connection and the reader, each at GOMAXPROCS 1 and 2. The
-// changes are RATE a second, CHANGES in all, each its own put.
+// between the connection and the reader, and that stream read as dnsd
+// reads its connection (etcdclient.WatchReads, with dnsd.watch-coalesce's
+// default window, 50 ms), each at GOMAXPROCS 1 and 2. The changes are RATE a
+// second, CHANGES in all, each its own put.
 //
 //	go test -tags bench -run '^TestWatchFloor$' -v ./bench/changecpu/
 func TestWatchFloor(t *testing.T) {
@@ -42,7 +44,7 @@ func TestWatchFloor(t *testing.T) {
 	fmt.Println("| watcher | GOMAXPROCS | round | process CPU a change |")
 	fmt.Println("|---|---|---|---|")
 	for round := 1; round <= rounds; round++ {
-		for _, mode := range []string{"clientv3", "grpc"} {
+		for _, mode := range []string{"clientv3", "grpc", "grpc+window"} {
 			for _, procs := range []string{"1", "2"} {
 				cmd := exec.Command(os.Args[0], "-test.run=^TestWatchFloorChild$")
 				cmd.Env = append(os.Environ(), "WATCHFLOOR_MODE="+mode, "WATCHFLOOR_ENDPOINT="+etcd.Endpoint,
@@ -89,8 +91,18 @@ func TestWatchFloorChild(t *testing.T) {
 	}
 	want, _ := strconv.Atoi(os.Getenv("WATCHFLOOR_CHANGES"))
 	ctx := context.Background()
-	cli, err := etcdclient.Dial(ctx, config.Etcd{Endpoints: []string{os.Getenv("WATCHFLOOR_ENDPOINT")}},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := config.Etcd{Endpoints: []string{os.Getenv("WATCHFLOOR_ENDPOINT")}}
+	var cli *clientv3.Client
+	var err error
+	if mode == "grpc+window" {
+		var clis []*clientv3.Client
+		clis, _, err = etcdclient.DialEach(ctx, c, etcdclient.WatchReads(c, 50*time.Millisecond))
+		if err == nil {
+			cli = clis[0]
+		}
+	} else {
+		cli, err = etcdclient.Dial(ctx, c, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +128,7 @@ func TestWatchFloorChild(t *testing.T) {
 				break
 			}
 		}
-	case "grpc":
+	case "grpc", "grpc+window":
 		wc, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -13,13 +13,13 @@
 // sends nothing, not even "no leader", and gRPC only notices when its
 // keepalive gives up (10 s and more). So the store checks the stream
 // itself: when it has been quiet for the liveness interval it sends a
-// progress request on that very stream (clientv3's RequestProgress picks
-// the stream by the context's metadata, so it is called with the watch's
-// context), and any response on it (events, the answer, etcd's own
-// progress notifications) proves it alive. Quiet for the liveness timeout,
-// the stream is dropped and the watch resumes from the snapshot's revision
-// on the next endpoint: the history is still in etcd, so there is no
-// relist; only ErrCompacted relists. The Kubernetes apiserver leans on the
+// progress request on that very stream (the store reads etcd's Watch
+// stream itself, stream.go, and sends the request on it), and any response
+// on it (events, the answer, etcd's own progress notifications) proves it
+// alive. Quiet for the liveness timeout, the stream is dropped and the
+// watch resumes from the snapshot's revision on the next endpoint: the
+// history is still in etcd, so there is no relist; only ErrCompacted
+// relists. The Kubernetes apiserver leans on the
 // same progress requests to prove its watch cache current before serving
 // consistent reads from it; etcd's client itself only resumes a broken
 // stream on the same connection.

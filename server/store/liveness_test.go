@@ -431,8 +431,9 @@ func TestSilentCompactionRelists(t *testing.T) {
 }
 
 // A watch that resumes onto a member already frozen never gets its created
-// response, and clientv3's Watch does not return until it does: the wait
-// must not keep the stream's liveness checks from running. Seen in
+// response (clientv3's Watch did not return until it did), nor anything
+// else: waiting for it must not keep the stream's liveness checks from
+// running. Seen in
 // TestClusterFaultsNeverBlind: the frozen member was the leader, the two
 // others answered "no leader" at once, and the frontend came back round to
 // the frozen one and stayed there.
