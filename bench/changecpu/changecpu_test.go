@@ -6,7 +6,7 @@
 // and watching it, and RATE single-record changes a second for DURATION
 // seconds (a put of a new record, then a delete of the oldest added, in
 // turn, so the size stays put), each its own etcd request. The CPU is the
-// process's user plus system time from /proc/<pid>/stat over the changes,
+// process's CPU time (harness.ProcCPU, in nanoseconds) over the changes,
 // until dnsd has shown the last one, divided by the changes made; the idle
 // CPU (no changes) over IDLE seconds before is printed beside it, and the
 // read and write system calls and the context switches of all its threads
@@ -194,7 +194,7 @@ func TestChangeCPU(t *testing.T) {
 			p.Stop()
 			per := func(a, b int64) string { return fmt.Sprintf("%.1f", float64(b-a)/float64(made)) }
 			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
-				float64(idleCPU.Milliseconds())/idle.Seconds(), float64(idleSw)/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
+				float64(idleCPU.Microseconds())/1000/idle.Seconds(), float64(idleSw)/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
 				per(sw0, sw1), float64(cpu.Microseconds())/float64(made))
 		}
 	}
