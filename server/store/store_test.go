@@ -554,3 +554,29 @@ func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 		t.Fatalf("%v relists after compaction, want the one", n)
 	}
 }
+
+// Zones under different prefixes get a watcher each on the one stream,
+// created in turn; changes under every prefix are applied, and the store
+// is ready only once the last watcher is in place.
+func TestWatchFollowsEveryPrefix(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	zones := []snap.Config{
+		{Name: "cluster.local", Prefix: "/skydns", TTL: 5},
+		{Name: "example.org", Prefix: "/other", TTL: 30},
+		{Name: "example.net", Prefix: "/third", TTL: 30},
+	}
+	s := New(cli, zones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	runStore(t, s)
+	mustPut(t, cli, "/third/net/example/www/x1", `{"host":"10.0.0.3"}`)
+	mustPut(t, cli, "/other/org/example/www/x1", `{"host":"10.0.0.2"}`)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
+	eventually(t, "a change under every prefix", func() bool {
+		sn := s.Snapshot()
+		return strings.Join(addrs(sn, "a.ns.svc.cluster.local"), ",") == "10.0.0.1" &&
+			strings.Join(addrs(sn, "www.example.org"), ",") == "10.0.0.2" &&
+			strings.Join(addrs(sn, "www.example.net"), ",") == "10.0.0.3"
+	})
+	if got := value(s.restarts.WithLabelValues(ReasonError)); got != 0 {
+		t.Errorf("restarts{error} = %v, want none", got)
+	}
+}

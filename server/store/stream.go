@@ -165,14 +165,21 @@ func canceled(resp *pb.WatchResponse, from int64) error {
 	return rpctypes.ErrFutureRev
 }
 
-// streamErr is err as clientv3 returns etcd's errors; io.EOF, the server
-// ending the stream without one, is errWatchClosed.
+// streamErr is err as clientv3 returns etcd's errors. io.EOF, the server
+// ending the stream without one, is errWatchClosed; gRPC's Unavailable
+// that is not etcd's own (its "no leader" is one) is the connection lost,
+// errUnreachable: clientv3 would have reopened the stream on the same
+// endpoint, and the store moves to the next.
 func streamErr(err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, io.EOF):
+	}
+	if errors.Is(err, io.EOF) {
 		return errWatchClosed
 	}
-	return rpctypes.Error(err)
+	e := rpctypes.Error(err)
+	if _, etcd := e.(rpctypes.EtcdError); !etcd && status.Code(err) == codes.Unavailable {
+		return fmt.Errorf("%w: %w", errUnreachable, err)
+	}
+	return e
 }
