@@ -916,7 +916,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// buffered so that responses queue there while one is applied, where
 	// the loop below can take them together.
 	ch := make(chan result, 1024)
-	var open atomic.Pointer[stream] // nil until opened
+	var open atomic.Pointer[stream] // nil until every watcher is created
 	go func() {
 		st, err := openStream(ctx, ep.Client, prefixes[0], from+1)
 		if err != nil {
@@ -926,8 +926,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			return
 		}
-		open.Store(st)
-		st.receive(ctx, prefixes, from+1, ch)
+		st.receive(ctx, prefixes, from+1, ch, func() { open.Store(st) })
 	}()
 	// A quarter of the interval: the timeout is noticed at most that late.
 	tick := time.NewTicker(min(s.live.Interval, max(s.live.MaxLag, time.Millisecond)) / 4)
@@ -949,8 +948,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	checked, checkEvery := began, s.live.Timeout
 	// ask sends a progress request on the watch's own stream, so that its
 	// answer proves that stream. Off this goroutine: a send to a frozen
-	// member must not stop the timeout from being noticed. Before the
-	// stream is open there is nothing to ask.
+	// member must not stop the timeout from being noticed. Before every
+	// watcher is created there is nothing to ask (see receive).
 	ask := func() {
 		asked = time.Now()
 		if st := open.Load(); st != nil {
@@ -1110,7 +1109,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			answered = true
 			s.progress[ep.Name] = true
 			held = true
-			shown = max(shown, r.resp.Header.Revision)
+			shown = max(shown, r.resp.GetHeader().GetRevision())
 			s.shown(shown)
 			s.caughtUp(shown)
 		}
@@ -1119,7 +1118,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		if len(r.resp.Events) == 0 {
 			// Progress: nothing changed in our prefixes up to this revision.
-			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
+			s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
 			continue
 		}
 		// A response never splits a revision, and applying it whole keeps
@@ -1151,7 +1150,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				break drain
 			}
 			if len(more.resp.Events) == 0 && !more.resp.Created {
-				shown = max(shown, more.resp.Header.Revision)
+				shown = max(shown, more.resp.GetHeader().GetRevision())
 			}
 			events = append(events[:len(events):len(events)], more.resp.Events...)
 		}
@@ -1170,7 +1169,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// Keys under the prefix but outside our zones (another cluster's
 			// tree in a shared etcd): republishing would only throw away
 			// the response cache that hangs off the snapshot.
-			s.revision.Set(float64(max(cur.Rev, r.resp.Header.Revision)))
+			s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
 			s.caughtUp(shown)
 			continue
 		}

@@ -111,10 +111,13 @@ func (st *stream) requestProgress() error {
 	return st.send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
 }
 
+// send sends req. gRPC's Send reports a stream that has ended as io.EOF,
+// and the reason only to Recv: that is left to the receiving goroutine,
+// which then counts the restart for what it was (no leader, unreachable).
 func (st *stream) send(req *pb.WatchRequest) error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := st.ws.Send(req); err != nil {
+	if err := st.ws.Send(req); err != nil && !errors.Is(err, io.EOF) {
 		return streamErr(err)
 	}
 	return nil
@@ -123,9 +126,12 @@ func (st *stream) send(req *pb.WatchRequest) error {
 // receive reads the stream until it fails or ctx ends, handing out each
 // response, and the error that ended it last. The watchers of prefixes[1:]
 // are created in turn, each once the previous one's created response came.
-// Only the last created response is handed out: the store takes it for the
-// whole watch being in place. from is the revision the watchers start at.
-func (st *stream) receive(ctx context.Context, prefixes []string, from int64, out chan<- result) {
+// Only the last created response is handed out, and created is called
+// before it: the store asks for progress only from then on, since etcd
+// answers for the watchers it has, and an answer before the last was
+// created would vouch for prefixes whose events have not come yet. from is
+// the revision the watchers start at.
+func (st *stream) receive(ctx context.Context, prefixes []string, from int64, out chan<- result, created func()) {
 	next := 1
 	for {
 		resp, err := st.ws.Recv()
@@ -133,11 +139,15 @@ func (st *stream) receive(ctx context.Context, prefixes []string, from int64, ou
 		if err == nil {
 			r.err = canceled(resp, from)
 		}
-		if r.err == nil && resp.Created && next < len(prefixes) {
-			r.err = st.create(prefixes[next], from)
-			next++
-			if r.err == nil {
-				continue
+		if r.err == nil && resp.Created {
+			if next < len(prefixes) {
+				r.err = st.create(prefixes[next], from)
+				next++
+				if r.err == nil {
+					continue
+				}
+			} else {
+				created()
 			}
 		}
 		select {
@@ -153,6 +163,8 @@ func (st *stream) receive(ctx context.Context, prefixes []string, from int64, ou
 
 // canceled is why etcd canceled a watcher, as clientv3 reports it: a start
 // revision compacted away, or the reason etcd gave (a permission refused).
+// A grpc-proxy whose own watch ended cancels ours with no reason: the
+// stream is closed, as clientv3 closed the watcher's channel.
 func canceled(resp *pb.WatchResponse, from int64) error {
 	switch {
 	case resp.CompactRevision != 0:
@@ -162,7 +174,7 @@ func canceled(resp *pb.WatchResponse, from int64) error {
 	case resp.CancelReason != "":
 		return rpctypes.Error(status.Error(codes.FailedPrecondition, resp.CancelReason))
 	}
-	return rpctypes.ErrFutureRev
+	return errWatchClosed
 }
 
 // streamErr is err as clientv3 returns etcd's errors. io.EOF, the server
