@@ -49,7 +49,15 @@ func (rangeCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return nil, fmt.Errorf("range codec: cannot send %T", v)
 	}
-	b, err := r.Marshal()
+	return marshal(r)
+}
+
+// generated is a message with the encoder gogo generates for etcd's API.
+type generated interface{ Marshal() ([]byte, error) }
+
+// marshal encodes m with its generated method, for the codecs here.
+func marshal(m generated) (mem.BufferSlice, error) {
+	b, err := m.Marshal()
 	if err != nil {
 		return nil, err
 	}

@@ -59,11 +59,7 @@ func (watchCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok {
 		return nil, fmt.Errorf("watch codec: cannot send %T", v)
 	}
-	b, err := r.Marshal()
-	if err != nil {
-		return nil, err
-	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	return marshal(r)
 }
 
 // Unmarshal may decode gRPC's own buffer in place: the generated code
