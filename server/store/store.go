@@ -872,7 +872,7 @@ const (
 )
 
 // errWatchClosed reports a watch stream etcd ended without an error.
-var errWatchClosed = errors.New("watch channel closed")
+var errWatchClosed = errors.New("watch stream ended by etcd")
 
 // maxCheck bounds the back-off of the linearizable reads that tell a
 // member from a grpc-proxy while nothing has been written since the load.
@@ -911,10 +911,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	from := cur.Rev
 	// The stream is opened off this goroutine: gRPC waits for a ready
 	// connection, and a frozen member never answers the creates, so the
-	// liveness checks below run meanwhile (TestWatchResumedOntoAFrozen
-	// MemberMovesOn). Failing, they cancel ctx, which ends the wait. ch is
-	// buffered so that responses queue there while one is applied, where
-	// the loop below can take them together.
+	// liveness checks below run meanwhile (see
+	// TestWatchResumedOntoAFrozenMemberMovesOn). Failing, they cancel ctx,
+	// which ends the wait. ch is buffered so that responses queue there
+	// while one is applied, where the loop below can take them together.
 	ch := make(chan result, 1024)
 	var open atomic.Pointer[stream] // nil until every watcher is created
 	go func() {
