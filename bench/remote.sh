@@ -15,7 +15,7 @@
 #   bench/remote.sh run ARCHIVE [cores|fleet|changecpu]...
 #
 # run takes the benches' own variables (CORES, ROUNDS, DURATION, CLIENTS,
-# CORES_OUT for bench/cores' OUT;
+# CORES_OUT for bench/cores' OUT, DNSD_ALT and DNSD_ALT_ENV;
 # FRONTENDS, PATHS, PROXIES, MEMBERS, WRITERS, SERVICES, CHANGES, PIN,
 # START_JITTER_MS, STORM_LIMIT; RECORDS, RATE, IDLE), and
 # DEADLINE, seconds each bench may take (default 900). Needs tar, taskset

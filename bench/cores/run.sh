@@ -16,6 +16,9 @@
 # DURATION  seconds of each dnsperf run (default 3)
 # CLIENTS   dnsperf -c, at least one per generator core (default 4)
 # OUT       if set, the table is also written to this file as Markdown
+# DNSD_ALT  another dnsd binary (absolute path), measured in the same rounds
+#           pinned as dnsd is: an A/B of two builds; DNSD_ALT_ENV is its
+#           extra environment, e.g. DNSD_ALT_ENV=GOGC=400
 #
 # Needs hack/tools.sh (etcd), dnsperf, knotd and taskset.
 set -euo pipefail

@@ -26,6 +26,9 @@ import (
 // both servers back to back on each UDP mix; the table gives the median
 // QPS, dnsd/Knot as the median of the rounds' ratios, and how busy the
 // generator was: below its cores' worth of CPU, it was not the limit.
+// DNSD_ALT names another dnsd binary (DNSD_ALT_ENV its extra environment,
+// space-separated), measured in the same rounds beside the first: an A/B
+// of two builds on the same machine, with Knot between them.
 func TestCores(t *testing.T) {
 	n, rounds, duration, clients := env("SERVICES", 1000), env("ROUNDS", 5), env("DURATION", 3), env("CLIENTS", 4)
 	ncpu := runtime.NumCPU()
@@ -61,8 +64,10 @@ func TestCores(t *testing.T) {
 	zoneFile := knotZone(t, ref.addr, ms)
 	ref.proc.Stop()
 
+	alt := os.Getenv("DNSD_ALT")
 	type cell struct {
-		dnsd, knot, ratio []float64
+		dnsd, knot, ratio        []float64
+		alt, altRatio, acpu, asw []float64
 		// CPU a query (us) and thread switches a 1,000 queries, each server
 		dcpu, kcpu, dsw, ksw []float64
 	}
@@ -83,6 +88,18 @@ func TestCores(t *testing.T) {
 		kn := &server{name: "knot", addr: k.Addr, proc: k.Process}
 		waitSame(t, dn, nil, ms)
 		waitSame(t, kn, dn, ms)
+		var a *harness.Process
+		var altAddr string
+		if alt != "" {
+			altAddr = fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+			altMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+			a = harness.StartProcess(t, taskset, []string{"-c", serverCPUs, alt,
+				"--etcd.endpoints=" + etcd.Endpoint, "--dnsd.listen=" + altAddr, "--dnsd.metrics-listen=" + altMetrics,
+			}, append([]string{fmt.Sprintf("GOMAXPROCS=%d", c)}, strings.Fields(os.Getenv("DNSD_ALT_ENV"))...),
+				func() error { return harness.HTTPOK("http://" + altMetrics + "/readyz") })
+			waitSame(t, &server{name: "dnsd alt", addr: altAddr, proc: a}, dn, ms)
+			a.Pause()
+		}
 		results[c], gens[c] = map[string]*cell{}, map[string]*gen{}
 		for _, m := range ms {
 			results[c][m.name], gens[c][m.name] = &cell{}, &gen{}
@@ -107,6 +124,19 @@ func TestCores(t *testing.T) {
 				kcpu, ksw := k1.less(k0).per(kq * float64(duration))
 				r.dcpu, r.kcpu, r.dsw, r.ksw = append(r.dcpu, dcpu), append(r.kcpu, kcpu), append(r.dsw, dsw), append(r.ksw, ksw)
 				g.dnsd, g.knot = append(g.dnsd, dg), append(g.knot, kg)
+				if a != nil {
+					d.Pause()
+					k.Pause()
+					a.Resume()
+					a0 := spentBy(a.Pid())
+					aq, _ := pinnedLoad(t, taskset, loadCPUs, dnsperf, altAddr, m, clients, duration, ncpu-c)
+					acpu, asw := spentBy(a.Pid()).less(a0).per(aq * float64(duration))
+					a.Pause()
+					k.Resume()
+					d.Resume()
+					r.alt, r.altRatio, r.acpu, r.asw = append(r.alt, aq), append(r.altRatio, aq/kq), append(r.acpu, acpu), append(r.asw, asw)
+					fmt.Printf("  %d core(s)  round %d  %-8s  dnsd alt %9.0f qps\n", c, round+1, m.name, aq)
+				}
 				fmt.Printf("  %d core(s)  round %d  %-8s  dnsd %9.0f qps (generator %3.0f%%)  knot %9.0f qps (generator %3.0f%%)\n",
 					c, round+1, m.name, dq, 100*dg, kq, 100*kg)
 			}
@@ -114,6 +144,9 @@ func TestCores(t *testing.T) {
 		spread[c] = socketSpread("http://"+metrics, c)
 		d.Stop()
 		k.Stop()
+		if a != nil {
+			a.Stop() // continues it first
+		}
 	}
 
 	var md strings.Builder
@@ -132,6 +165,17 @@ func TestCores(t *testing.T) {
 	for _, s := range strings.Split(envOr("CORES", "1,2,4,8,16"), ",") {
 		if c, _ := strconv.Atoi(s); c >= ncpu {
 			skipped = append(skipped, s)
+		}
+	}
+	if alt != "" {
+		fmt.Fprintf(&md, "\ndnsd alt (%s, environment %q), measured after dnsd and Knot in each round:\n\n", alt, os.Getenv("DNSD_ALT_ENV"))
+		md.WriteString("| server cores | mix | dnsd QPS | dnsd alt QPS | alt / Knot | server CPU a query, dnsd / alt | thread switches a 1,000 queries, dnsd / alt |\n|---|---|---|---|---|---|---|\n")
+		for _, c := range counts {
+			for _, m := range ms {
+				r := results[c][m.name]
+				fmt.Fprintf(&md, "| %d | %s | %.0f | %.0f | %.2fx | %.2f / %.2f us | %.0f / %.0f |\n",
+					c, m.name, median(r.dnsd), median(r.alt), median(r.altRatio), median(r.dcpu), median(r.acpu), median(r.dsw), median(r.asw))
+			}
 		}
 	}
 	if len(skipped) > 0 {
