@@ -499,6 +499,13 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		p := harness.StartProcess(t, bin, args, append([]string{"GOMAXPROCS=1"}, strings.Fields(os.Getenv("DNSD_ENV"))...), nil)
 		fes[i] = frontend{p: p, addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, metrics: murl}
 	}
+	defer func() {
+		procs := make([]*harness.Process, len(fes))
+		for i, f := range fes {
+			procs[i] = f.p
+		}
+		harness.KillAll(procs)
+	}()
 	pending := slices.Clone(fes)
 	limit := stormLimit(t)
 	for len(pending) > 0 {
@@ -512,6 +519,10 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				path = fmt.Sprintf("%d grpc-proxy", k)
 			}
 			ws := writes.between(storm, time.Now())
+			if tail, err := os.ReadFile(pending[0].p.LogPath); err == nil {
+				lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+				t.Logf("a frontend not ready, the end of its log:\n%s", strings.Join(lines[max(len(lines)-8, 0):], "\n"))
+			}
 			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | - | %s | %.1f / - ms | - | - | - | - | - | - | - | - |",
 				n, path, len(pending), n, limit, loadRetries(fes), proxyCache(pxs), float64(pct(ws, 99))/1e6)}
 		}
@@ -717,15 +728,25 @@ func proxyCache(pxs []*harness.GRPCProxy) string {
 
 // loadRetries is how many pages of their loads the frontends had to ask
 // for again (etcdns_dnsd_load_retries_total, summed): a storm that etcd
-// cannot serve within the request timeout shows here.
+// cannot serve within the request timeout shows here. Asked many at a
+// time, as stillStarting asks: a thousand starved frontends read one after
+// another outlasted the 16-core run's deadline (stop 37).
 func loadRetries(fes []frontend) int {
-	total := 0
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 64)
 	for _, f := range fes {
-		if n := harness.Metric(f.metrics, "etcdns_dnsd_load_retries_total"); n > 0 {
-			total += int(n)
-		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if n := harness.Metric(f.metrics, "etcdns_dnsd_load_retries_total"); n > 0 {
+				total.Add(int64(n))
+			}
+		}()
 	}
-	return total
+	wg.Wait()
+	return int(total.Load())
 }
 
 // pct is the p-th percentile (nearest rank) of ds; -1 if empty.

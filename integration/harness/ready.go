@@ -13,9 +13,17 @@ import (
 )
 
 // Metric is the value of the unlabelled sample name on base's /metrics
-// (base: http://host:port), or -1 when it cannot be read.
+// (base: http://host:port), or -1 when it cannot be read within 5 s: a
+// bench reading a thousand starved processes must not wait on each for
+// ever (the 16-core fleet run of stop 37 timed out so).
 func Metric(base, name string) float64 {
-	resp, err := http.Get(base + "/metrics")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return -1
 	}
