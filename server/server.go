@@ -58,6 +58,11 @@ type Server struct {
 	// closed, and at most TCPMaxConns are open. Set before Serve.
 	TCPIdle     time.Duration
 	TCPMaxConns int
+
+	// kernelWaitFrom is the GOMAXPROCS from which a UDP reader whose
+	// socket runs dry waits for it in the kernel rather than in Go's
+	// poller (udp_linux.go says why); tests lower it.
+	kernelWaitFrom int
 }
 
 // New returns a server reading snapshots from snapshot, with its metrics
@@ -71,9 +76,10 @@ func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Reg
 
 		cacheLimits: cacheBounds(debug.SetMemoryLimit(-1)),
 
-		TCPIdle:     defaultTCPIdle,
-		TCPMaxConns: defaultTCPMaxConns,
-		qm:          newQueryMetrics(),
+		TCPIdle:        defaultTCPIdle,
+		TCPMaxConns:    defaultTCPMaxConns,
+		kernelWaitFrom: kernelWaitCores,
+		qm:             newQueryMetrics(),
 	}
 	// The kernel hands each client address and port to one socket of
 	// the SO_REUSEPORT group by hash, and each socket has one reader: a
@@ -297,12 +303,14 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	tcp := &tcpServer{s: s, ln: l.tcp, idle: s.TCPIdle, maxConns: s.TCPMaxConns}
 	errs := make(chan error, len(l.udp)+1)
 	var wg sync.WaitGroup
+	stop := s.newUDPStop()
+	defer stop.close()
 	for i, pc := range l.udp {
 		reads := s.udpReads.WithLabelValues(strconv.Itoa(i))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.serveUDP(pc, reads); err != nil {
+			if err := s.serveUDP(pc, reads, stop); err != nil {
 				errs <- err
 			}
 		}()
@@ -320,6 +328,7 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	case err = <-errs:
 		err = fmt.Errorf("dns server on %s: %w", l.Addr, err)
 	}
+	stop.signal()
 	for _, pc := range l.udp {
 		_ = pc.SetReadDeadline(time.Now())
 	}

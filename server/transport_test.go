@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -43,9 +44,26 @@ func pack(t *testing.T, id uint16, name string, qtype uint16) []byte {
 
 // A burst of datagrams, read and answered in batches, each gets its own
 // answer at its own address: over IPv4 and IPv6.
+// Either way a reader waits for a dry socket: in Go's poller, and (on
+// Linux) in the kernel.
 func TestUDPBurst(t *testing.T) {
+	for _, wait := range readerWaits {
+		t.Run(wait.name, func(t *testing.T) { testUDPBurst(t, wait.from) })
+	}
+}
+
+// readerWaits are the GOMAXPROCS thresholds (Server.kernelWaitFrom) that
+// make every UDP reader wait in the kernel, where it can, or in Go's
+// poller.
+var readerWaits = []struct {
+	name string
+	from int
+}{{"kernel", 1}, {"poller", 1 << 30}}
+
+func testUDPBurst(t *testing.T, kernelWaitFrom int) {
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
 		srv := newServer(t, testSnapshot(t, 0))
+		srv.kernelWaitFrom = kernelWaitFrom
 		at := serve(t, srv, addr)
 		var conns []net.Conn
 		for range 3 {
@@ -94,6 +112,64 @@ func TestUDPBurst(t *testing.T) {
 		}
 		if len(seen) != n {
 			t.Fatalf("%s: %d of %d queries answered", addr, len(seen), n)
+		}
+	}
+}
+
+// Shutdown stops the UDP readers whether their sockets are dry (asleep in
+// the poller or in the kernel) or kept busy by a client that never pauses.
+func TestUDPReadersStop(t *testing.T) {
+	for _, wait := range readerWaits {
+		for _, busy := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/busy=%v", wait.name, busy), func(t *testing.T) {
+				srv := newServer(t, testSnapshot(t, 0))
+				srv.kernelWaitFrom = wait.from
+				l, err := Listen("127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- srv.Serve(ctx, l) }()
+				c, err := net.Dial("udp", l.Addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				q := pack(t, 1, "kubernetes.default.svc.cluster.local.", dns.TypeA)
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				buf := make([]byte, 512)
+				if _, err := c.Write(q); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := c.Read(buf); err != nil {
+					t.Fatalf("no answer before shutdown: %v", err)
+				}
+				quit := make(chan struct{})
+				defer close(quit)
+				if busy {
+					go func() {
+						for {
+							select {
+							case <-quit:
+								return
+							default:
+								_, _ = c.Write(q)
+							}
+						}
+					}()
+					time.Sleep(50 * time.Millisecond)
+				}
+				cancel()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("Serve: %v", err)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("Serve still running 5 s after shutdown began")
+				}
+			})
 		}
 	}
 }

@@ -8,6 +8,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter) error {
+// kernelWaitCores: off Linux every reader waits in Go's poller.
+const kernelWaitCores = 0
+
+func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter, _ *udpStop) error {
 	return s.serveEach(pc, reads)
 }
+
+type udpStop struct{}
+
+func (s *Server) newUDPStop() *udpStop { return nil }
+func (u *udpStop) signal()             {}
+func (u *udpStop) close()              {}
