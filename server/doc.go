@@ -5,7 +5,9 @@
 //
 // UDP is served by one reader per CPU on sockets sharing the port
 // (SO_REUSEPORT), each taking and answering datagrams in batches
-// (recvmmsg/sendmmsg on Linux) on the goroutine that read them. TCP gets a
+// (recvmmsg/sendmmsg on Linux) on the goroutine that read them. A reader
+// whose socket runs dry waits in Go's poller, or from four cores up on
+// Linux asleep in the kernel on its socket (udp_linux.go). TCP gets a
 // goroutine per connection, at most Server.TCPMaxConns of them
 // (dnsd.tcp-max-connections), each closed when no query completes within
 // Server.TCPIdle (dnsd.tcp-idle-timeout); pipelined queries are answered
