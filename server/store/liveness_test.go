@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -399,8 +400,8 @@ func TestSilentCompactionRelists(t *testing.T) {
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
 	var log lockedBuffer
 	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
-	loads := 0
-	s.afterLoad = func() { loads++ }
+	var loads atomic.Int64 // the store's goroutine counts, the test reads
+	s.afterLoad = func() { loads.Add(1) }
 	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond}
 	s.WatchOn([]Endpoint{{Name: "silent", Client: silent}}, live)
 	runStore(t, s)
@@ -425,8 +426,8 @@ func TestSilentCompactionRelists(t *testing.T) {
 		got := addrs(s.Snapshot(), "a.ns.svc.cluster.local")
 		return len(got) == 1 && got[0] == "10.0.0.2"
 	})
-	if got := value(s.restarts.WithLabelValues(ReasonCompacted)); got < 1 || loads < 2 {
-		t.Errorf("restarts{compacted} = %v, %d loads: want a relist\n%s", got, loads, log.String())
+	if got := value(s.restarts.WithLabelValues(ReasonCompacted)); got < 1 || loads.Load() < 2 {
+		t.Errorf("restarts{compacted} = %v, %d loads: want a relist\n%s", got, loads.Load(), log.String())
 	}
 }
 
