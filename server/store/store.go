@@ -989,11 +989,20 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// interval). While the stream is in flux (its watchers not all
 	// created, readiness waiting on it, or a revision heard of elsewhere
 	// not yet shown) they run every quarter interval, as they always did.
+	//
+	// Every deadline is absolute: a timer pushed back to "a quarter from
+	// now" by each response would never fire while responses came faster
+	// (a member streaming its events ever later, never dropped as behind;
+	// the review of stop 37 measured it). ran is when the checks last
+	// ran. The connection's TransientFailure poll has no deadline: a stream
+	// that is open fails with its connection, so it matters only while
+	// the stream is opening, which is in flux.
+	ran := began
 	nextCheck := func(now time.Time) time.Duration {
 		if open.Load() == nil || s.readyAt != 0 || s.behind != 0 {
-			return quarter
+			return max(ran.Add(quarter).Sub(now), 0)
 		}
-		due := now.Add(s.live.Interval)
+		due := ran.Add(s.live.Interval)
 		at := func(t time.Time) {
 			if t.Before(due) {
 				due = t
@@ -1035,6 +1044,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			continue
 		case <-check.C:
+			ran = time.Now()
 			s.caughtUp(shown)
 			// A stopped member or proxy refuses the connection at once,
 			// but etcd's client only retries it, on the same endpoint,
