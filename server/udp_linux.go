@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -66,10 +67,12 @@ type udpBatch struct {
 // four the poller waits.
 const kernelWaitCores = 4
 
-// serveUDP reads and answers until shutdown: stop is signalled, or the
-// socket's read deadline is set in the past. It then returns; the socket
+// serveUDP reads and answers until shutdown, then returns; the socket
 // stays open for the caller to close, so the answers being written when
-// shutdown starts still go out.
+// shutdown starts still go out. A reader waiting in the poller is stopped
+// by the socket's read deadline set in the past; one waiting in the kernel
+// only by stop, and the socket must not be closed before it returns: it
+// holds the descriptor through its wait (Serve closes the sockets last).
 func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter, stop *udpStop) error {
 	rc, err := pc.SyscallConn()
 	if err != nil {
@@ -80,8 +83,15 @@ func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter, stop *udpSt
 	kernel := stop != nil && runtime.GOMAXPROCS(0) >= s.kernelWaitFrom
 	for {
 		if kernel {
-			if err := b.waitInKernel(stop); err != nil {
-				return nil // stopped, or the socket closed
+			err := b.waitInKernel(stop)
+			if errors.Is(err, errPollFailed) {
+				// The poller copes with whatever the socket reports.
+				s.log.Warn("UDP reader falls back to Go's poller", "err", err)
+				kernel = false
+				continue
+			}
+			if err != nil {
+				return nil // stopped
 			}
 		} else if err := rc.Read(b.recv); err != nil {
 			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
@@ -103,33 +113,44 @@ func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter, stop *udpSt
 	}
 }
 
-// errStopped ends a reader that waits in the kernel.
-var errStopped = errors.New("UDP reader stopped")
+// errStopped ends a reader that waits in the kernel; errPollFailed moves
+// it to Go's poller.
+var (
+	errStopped    = errors.New("UDP reader stopped")
+	errPollFailed = errors.New("the socket reports an error or hang-up with no datagram to read")
+)
 
 // waitInKernel reads a batch, sleeping in ppoll on the socket and on stop
 // while the socket is dry. ppoll goes through the scheduler's system call
-// entry, so the P is free for others while the thread sleeps.
+// entry, so the scheduler's monitor hands the P to others while the
+// thread sleeps (within 20 us to 10 ms).
 func (b *udpBatch) waitInKernel(stop *udpStop) error {
 	if stop.stopped.Load() {
 		return errStopped
 	}
-	stopped := false
+	var fail error
 	err := b.rc.Control(func(fd uintptr) {
 		fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(stop.fd), Events: unix.POLLIN}}
 		for !b.recvmmsg(fd) {
+			if fds[0].Revents&(unix.POLLERR|unix.POLLHUP|unix.POLLNVAL) != 0 {
+				// Reported last time, and still nothing to read: polling
+				// again would return at once, for ever.
+				fail = errPollFailed
+				return
+			}
 			fds[0].Revents, fds[1].Revents = 0, 0
 			if _, err := unix.Ppoll(fds[:], nil, nil); err != nil && err != unix.EINTR {
-				b.got, b.errno = 0, err
+				fail = fmt.Errorf("%w: ppoll: %w", errPollFailed, err)
 				return
 			}
 			if fds[1].Revents != 0 {
-				stopped = true
+				fail = errStopped
 				return
 			}
 		}
 	})
-	if stopped {
-		return errStopped
+	if fail != nil {
+		return fail
 	}
 	return err
 }
