@@ -27,8 +27,11 @@ import (
 //     spell, or a progress answer), wait coalesce before the next, so that
 //     the rest of a burst of changes is read, and the frontend woken, once
 //     (through the window the socket's low-water mark is raised: see
-//     holdMark). What arrives while no window is open is read at once;
-//     nothing waits longer than coalesce.
+//     holdMark). A window that brought a change or more opens the next at
+//     once: the changes are still coming, and each window reads all that
+//     came in it. A window that brought less ends that: what arrives next
+//     is read as it comes. Nothing that has arrived waits longer than
+//     coalesce.
 //
 // coalesce 0 keeps the raw reads and reads each change as it comes. Off
 // Linux the reads are plain and never coalesce.
@@ -79,6 +82,7 @@ type watchConn struct {
 	coalesce time.Duration
 	waited   bool // the last read found no data and waited for the poller
 	full     bool // the last read filled the buffer: more is likely there
+	streak   bool // the last read followed a window and found data there
 	// mark is the socket's receive low-water mark through a window (0:
 	// none is set), and held says it is set. See holdMark.
 	mark int
@@ -97,7 +101,8 @@ func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn
 }
 
 func (c *watchConn) Read(p []byte) (int, error) {
-	if c.waited && !c.full && c.coalesce > 0 {
+	window := c.coalesce > 0 && !c.full && (c.waited || c.streak)
+	if window {
 		// Each segment arriving in the window would still wake the
 		// poller's thread, for nothing: no goroutine waits on the socket
 		// while this one sleeps. That was a thread switch a change
@@ -108,5 +113,16 @@ func (c *watchConn) Read(p []byte) (int, error) {
 	c.waited = false
 	n, err := c.read(p)
 	c.full = n == len(p)
+	// Without the streak, the change after a window's read came alone:
+	// two wakes for every window's worth of a steady stream, not one. What
+	// is smaller than a change (a unary call's trailers, a ping, a
+	// progress answer) starts none: an idle frontend's liveness read
+	// would pay an empty window for its trailers (stop 37's strace).
+	c.streak = window && !c.waited && n >= streakMin
 	return n, err
 }
+
+// streakMin is the least a window's read must bring to open the next
+// window at once: under one change's HTTP/2 frame (a watch response with
+// one event is 150-250 bytes).
+const streakMin = 128

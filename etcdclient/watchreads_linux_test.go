@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -90,11 +91,53 @@ func TestWatchReadsTakeTheFirstAtOnceAndTheRestOfABurstTogether(t *testing.T) {
 	}
 }
 
+// A window that brought changes opens the next at once, so a steady
+// stream is read a window at a time, not a change alone after each
+// window; a window that brought nothing ends the streak, and the next
+// change after it is read as it comes.
+func TestWatchReadsKeepWindowsOpenWhileChangesFlow(t *testing.T) {
+	const window, gap = time.Second, 100 * time.Millisecond
+	w, s := pair(t, window)
+	firstAfterQuiet(t, w, s, "a")
+	buf := make([]byte, 1024)
+	change := func(c byte) string { return strings.Repeat(string(c), streakMin) }
+	writeApart(s, 0, change('b'))
+	if n, err := w.Read(buf); err != nil || string(buf[:n]) != change('b') {
+		t.Fatalf("the window after the first change read %q, %v; want a change", buf[:n], err)
+	}
+	writeApart(s, gap, change('c'), change('d'))
+	if n, err := w.Read(buf); err != nil || string(buf[:n]) != change('c')+change('d') {
+		t.Fatalf("the read after a window that brought a change: %q, %v; want the next two together", buf[:n], err)
+	}
+	// Nothing comes in the next window: its read waits past it for "e".
+	writeApart(s, window+window/2, "", "e")
+	start := time.Now()
+	if n, err := w.Read(buf); err != nil || string(buf[:n]) != "e" {
+		t.Fatalf("read after an empty window %q, %v; want \"e\"", buf[:n], err)
+	}
+	if d := time.Since(start); d >= 2*window+window/2 {
+		t.Errorf("\"e\" was read %v after the read began: it waited for a window of its own", d)
+	}
+	if w.streak {
+		t.Error("a window that brought nothing left the streak on")
+	}
+	// A window that brings less than a change (a call's trailers) opens
+	// no other: what follows it is read as it comes.
+	writeApart(s, 0, "f")
+	if n, err := w.Read(buf); err != nil || string(buf[:n]) != "f" {
+		t.Fatalf("read in the window after \"e\": %q, %v; want \"f\"", buf[:n], err)
+	}
+	if w.streak {
+		t.Error("a window that brought less than a change started a streak")
+	}
+}
+
 // Through the window the socket's low-water mark is raised, so that what
 // arrives does not wake the poller (that it does not is bench/changecpu's
 // to show: this checks the mark). The read after the window still returns
-// what came in it, less than the mark, and a read that then waits for
-// more waits with the mark at 1 again: a small change wakes it.
+// what came in it, less than the mark. Since that window brought data,
+// the next read opens another; when that one brings nothing, the read
+// waits for more with the mark at 1 again: a small change wakes it.
 func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
 	w, s := pair(t, 3*time.Second)
 	if w.mark <= 1 || w.mark > 32<<10 {
@@ -120,10 +163,10 @@ func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
 		}()
 		return done
 	}
-	// seen waits up to 2 s for the mark to be want: less than the window.
+	// seen waits up to 5 s for the mark to be want: less than two windows.
 	seen := func(what string, want int) {
 		t.Helper()
-		for deadline := time.Now().Add(2 * time.Second); lowat() != want; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); lowat() != want; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Errorf("low-water mark %s %d; want %d", what, lowat(), want)
 				return
@@ -137,7 +180,8 @@ func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
 		t.Errorf("read after the window %q; want \"b\"", got)
 	}
 	done = read()
-	seen("while a read waits for data", 1)
+	seen("in the window after one that brought data", w.mark)
+	seen("while a read waits for data after an empty window", 1)
 	s.Write([]byte("c"))
 	select {
 	case got := <-done:
