@@ -982,11 +982,11 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	}
 	defer stopProbes()
 	// nextCheck is how long the checks below may sleep: until the first
-	// moment one of them would act, and never past an interval. A steady
-	// tick woke an idle frontend eight times a second for checks that act
-	// twice, and was most of its idle CPU (bench/changecpu at one P, stop
-	// 37: 2.0-2.5 ms/s ticking every quarter interval, 0.9-1.0 every
-	// interval). While the stream is in flux (its watchers not all
+	// moment one of them would act. A steady tick woke an idle frontend
+	// eight times a second for checks that act twice, and was most of its
+	// idle CPU (bench/changecpu at one P, stop 37: 2.0-2.5 ms/s ticking
+	// every quarter interval, 0.9-1.0 every interval). While the stream is
+	// in flux (its watchers not all
 	// created, readiness waiting on it, or a revision heard of elsewhere
 	// not yet shown) they run every quarter interval, as they always did.
 	//
@@ -1002,7 +1002,11 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		if open.Load() == nil || s.readyAt != 0 || s.behind != 0 {
 			return max(ran.Add(quarter).Sub(now), 0)
 		}
-		due := ran.Add(s.live.Interval)
+		// Never later than the liveness timeout after the last run, the
+		// longest anything may go unnoticed; an interval would land just
+		// before the next read of the endpoint, which is an interval
+		// after the last one ended, and wake the loop twice each time.
+		due := ran.Add(s.live.Timeout)
 		at := func(t time.Time) {
 			if t.Before(due) {
 				due = t
