@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -23,19 +22,14 @@ func TestCoreDNSMetrics(t *testing.T) {
 	sn := testSnapshot(t, 3)
 	reg := prometheus.NewRegistry()
 	srv := New(func() *snap.Snapshot { return sn }, opts, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	l, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
-	defer func() { cancel(); <-done }()
+	l, stop, done := start(t, srv, "127.0.0.1:0")
+	defer func() { stop(); <-done }()
 
 	ask := func(network, name string, qtype uint16) {
 		t.Helper()
 		m := new(dns.Msg).SetQuestion(name, qtype)
 		c := &dns.Client{Net: network, Timeout: 2 * time.Second}
+		var err error
 		for range 20 { // the servers start asynchronously
 			if _, _, err = c.Exchange(m, l.Addr); err == nil {
 				return

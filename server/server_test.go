@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -57,15 +56,9 @@ func newServer(t testing.TB, s *snap.Snapshot) *Server {
 
 func TestServeUDPAndTCP(t *testing.T) {
 	srv := newServer(t, testSnapshot(t, 300))
-	l, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
+	l, stop, done := start(t, srv, "127.0.0.1:0")
 	defer func() {
-		cancel()
+		stop()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
@@ -79,6 +72,7 @@ func TestServeUDPAndTCP(t *testing.T) {
 		}
 		c := &dns.Client{Net: net, Timeout: 2 * time.Second, UDPSize: 65535}
 		var r *dns.Msg
+		var err error
 		for range 20 { // the servers start asynchronously
 			if r, _, err = c.Exchange(m, l.Addr); err == nil {
 				return r

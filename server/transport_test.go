@@ -16,20 +16,28 @@ import (
 // serve starts srv on a loopback port and stops it when the test ends.
 func serve(t *testing.T, srv *Server, addr string) string {
 	t.Helper()
-	l, err := Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, l) }()
+	l, stop, done := start(t, srv, addr)
 	t.Cleanup(func() {
-		cancel()
+		stop()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
 	return l.Addr
+}
+
+// start serves srv on addr until stop is called; done then has Serve's
+// error.
+func start(t *testing.T, srv *Server, addr string) (l *Listener, stop func(), done <-chan error) {
+	t.Helper()
+	l, err := Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, l) }()
+	return l, cancel, served
 }
 
 func pack(t *testing.T, id uint16, name string, qtype uint16) []byte {
@@ -134,13 +142,7 @@ func TestUDPReadersStop(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/busy=%v", wait.name, busy), func(t *testing.T) {
 				srv := newServer(t, testSnapshot(t, 0))
 				srv.kernelWaitFrom = wait.from
-				l, err := Listen("127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- srv.Serve(ctx, l) }()
+				l, cancel, done := start(t, srv, "127.0.0.1:0")
 				c, err := net.Dial("udp", l.Addr)
 				if err != nil {
 					t.Fatal(err)
