@@ -60,9 +60,9 @@ type udpBatch struct {
 // and 8 server cores of the 16-core machine Knot kept scaling where dnsd
 // did not (bench/README.md, stops 30 and 34). Waiting in the kernel, the
 // reader's own thread sleeps on its socket and wakes straight to the
-// batch, and took 3-14% more queries a second there, for 5-15% less CPU a
+// batch, and took 2-14% more queries a second there, for 3-15% less CPU a
 // query (stop 37). On two cores shared with the load generator it lost
-// 8-21%: a thread asleep in ppoll keeps its P until the scheduler's
+// 7-17%: a thread asleep in ppoll keeps its P until the scheduler's
 // monitor takes it back, and on so few cores that P was wanted. So below
 // four the poller waits.
 const kernelWaitCores = 4
