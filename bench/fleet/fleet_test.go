@@ -313,20 +313,9 @@ func stormLimit(t *testing.T) time.Duration {
 // 1,000 frontends never reported (bench/README.md, stop 34).
 func stillStarting(pending []frontend, deadline time.Time) []frontend {
 	ready := make([]bool, len(pending))
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 32)
-	for i, fe := range pending {
-		if time.Now().After(deadline) {
-			break
-		}
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			ready[i] = harness.HTTPOK(fe.metrics+"/readyz") == nil
-		}()
-	}
-	wg.Wait()
+	askMany(pending, 32, deadline, func(i int, fe frontend) {
+		ready[i] = harness.HTTPOK(fe.metrics+"/readyz") == nil
+	})
 	var out []frontend
 	for i, fe := range pending {
 		if !ready[i] {
@@ -334,6 +323,25 @@ func stillStarting(pending []frontend, deadline time.Time) []frontend {
 		}
 	}
 	return out
+}
+
+// askMany calls ask for each frontend, at most n at a time, and starts
+// none past deadline (zero: none). It returns when every call has.
+func askMany(fes []frontend, n int, deadline time.Time, ask func(i int, fe frontend)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, n)
+	for i, fe := range fes {
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			break
+		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			ask(i, fe)
+		}()
+	}
+	wg.Wait()
 }
 
 func (f fleet) run(t *testing.T, dnsd string) result {
@@ -733,19 +741,11 @@ func proxyCache(pxs []*harness.GRPCProxy) string {
 // another outlasted the 16-core run's deadline (stop 37).
 func loadRetries(fes []frontend) int {
 	var total atomic.Int64
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, 64)
-	for _, f := range fes {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			if n := harness.Metric(f.metrics, "etcdns_dnsd_load_retries_total"); n > 0 {
-				total.Add(int64(n))
-			}
-		}()
-	}
-	wg.Wait()
+	askMany(fes, 64, time.Time{}, func(_ int, fe frontend) {
+		if n := harness.Metric(fe.metrics, "etcdns_dnsd_load_retries_total"); n > 0 {
+			total.Add(int64(n))
+		}
+	})
 	return int(total.Load())
 }
 
