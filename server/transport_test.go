@@ -73,7 +73,9 @@ func testUDPBurst(t *testing.T, kernelWaitFrom int) {
 	if kernelWaitFrom == 1 && runtime.GOOS == "linux" {
 		// Without an eventfd the readers would wait in the poller, and
 		// this would pass for the wrong reason.
-		stop := newServer(t, testSnapshot(t, 0)).newUDPStop()
+		srv := newServer(t, testSnapshot(t, 0))
+		srv.kernelWaitFrom = kernelWaitFrom
+		stop := srv.newUDPStop()
 		if stop == nil {
 			t.Fatal("no eventfd: the readers cannot wait in the kernel")
 		}

@@ -80,7 +80,7 @@ func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter, stop *udpSt
 	}
 	b := newUDPBatch(s.newUDPWorker(pc))
 	b.rc = rc
-	kernel := stop != nil && runtime.GOMAXPROCS(0) >= s.kernelWaitFrom
+	kernel := stop != nil
 	for {
 		if kernel {
 			err := b.waitInKernel(stop)
@@ -163,9 +163,13 @@ type udpStop struct {
 	stopped atomic.Bool // a reader still busy checks it between batches
 }
 
-// newUDPStop is nil where no eventfd can be had; the readers then wait in
-// Go's poller, which the sockets' read deadline stops.
+// newUDPStop is nil below kernelWaitFrom, or where no eventfd can be had;
+// the readers then wait in Go's poller, which the sockets' read deadline
+// stops.
 func (s *Server) newUDPStop() *udpStop {
+	if runtime.GOMAXPROCS(0) < s.kernelWaitFrom {
+		return nil
+	}
 	fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
 		s.log.Warn("no eventfd: UDP readers wait in Go's poller", "err", err)
