@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -105,20 +106,21 @@ func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, 
 // arrives and must not keep the slice. A publisher that owns a million
 // records builds its index from the pages instead of first holding all of
 // them (their values alone are 150 MB, and growing one slice of them was a
-// fifth of a restart's CPU: bench/publisher/README.md). The next page is
-// asked for while each takes this one: etcd's reading and the index's
-// building overlap, which is most of a restart over a large store.
+// fifth of a restart's CPU: bench/publisher/README.md). Pages are read
+// while each takes the one before: etcd's reading and the index's building
+// overlap, which is most of a restart over a large store.
 //
-// cuts, sorted, are keys at which the ranges may be cut into pieces read
-// one after another (nil: none); they change what is read in how many
-// requests, never what is read. etcd 3.5 counts every key from a limited
-// read's start to its range's end, so paging a million-key range 50,000
-// keys at a time made it visit ten million keys, half of its CPU in a
-// restart (bench/publisher/README.md); a piece ending at a cut is counted
-// only to that cut. The publisher cuts at its services' names.
+// cuts, sorted, are keys at which the ranges may be cut into pieces (nil:
+// none); they change what is read in how many requests, never what is
+// read. etcd 3.5 counts every key from a limited read's start to its
+// range's end, so paging a million-key range 50,000 keys at a time made it
+// visit ten million keys, half of its CPU in a restart
+// (bench/publisher/README.md); a piece ending at a cut is counted only to
+// that cut. The publisher cuts at its services' names. Pieces are read
+// loadReaders at a time, so pages come in key order only without cuts.
 func (s *Store) Each(ctx context.Context, prefixes, cuts []string, each func(page []plan.KV)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel() // a fetch still reading when each's caller gives up
+	defer cancel() // the readers still reading when each's caller gives up
 	pages := make(chan loaded, 1)
 	go s.fetch(ctx, prefixes, cuts, pages)
 	var rev int64
@@ -135,6 +137,11 @@ func (s *Store) Each(ctx context.Context, prefixes, cuts []string, each func(pag
 	return rev, nil
 }
 
+// loadReaders is how many pieces a load reads at once. One left etcd
+// idle while the index took each page, and the index idle while etcd read
+// the next (a restart over a million records, bench/publisher/README.md).
+const loadReaders = 2
+
 // loaded is one page of Each, or why the reading stopped.
 type loaded struct {
 	kvs []plan.KV
@@ -142,65 +149,113 @@ type loaded struct {
 	err error
 }
 
-// fetch reads the pages of every prefix, all at the first page's
-// revision, into pages, and closes it after the last one or an error.
+// fetch reads the pieces of every prefix, all at one revision, into pages,
+// and closes it after the last one or an error.
 func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<- loaded) {
 	defer close(pages)
-	send := func(l loaded) bool {
+	if len(prefixes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	fail := func(err error) {
 		select {
-		case pages <- l:
-			return l.err == nil
+		case pages <- loaded{err: err}:
 		case <-ctx.Done():
-			return false
 		}
+		cancel()
 	}
 	page := s.PageSize
 	if page <= 0 {
 		page = 50000
 	}
+	// The revision every page is read at: of one key, not of a first
+	// page, so the readers can start together.
 	var rev int64
-	for _, p := range prefixes {
-		start, end := p, clientv3.GetPrefixRangeEnd(p)
-		pc := &pieces{cuts: inside(cuts, start, end), end: end, page: int(page)}
-		for start != end {
-			stop := pc.stop(start)
-			opts := []clientv3.OpOption{clientv3.WithRange(stop), clientv3.WithLimit(page)}
-			if rev != 0 {
-				opts = append(opts, clientv3.WithRev(rev))
+	err := s.do(ctx, s.timeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		resp, err := cli.Get(ctx, prefixes[0], clientv3.WithCountOnly())
+		if err == nil {
+			rev = resp.Header.Revision
+		}
+		return err
+	})
+	if err != nil {
+		fail(s.readError(prefixes[0], err))
+		return
+	}
+	ranges := make([]*pieces, len(prefixes))
+	for i, p := range prefixes {
+		end := clientv3.GetPrefixRangeEnd(p)
+		ranges[i] = &pieces{cuts: inside(cuts, p, end), next: p, end: end, page: int(page)}
+	}
+	var mu sync.Mutex // ranges'
+	claim := func() (prefix int, start, stop string, ok bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i, pc := range ranges {
+			if pc.next != pc.end {
+				start, stop = pc.next, pc.stop(pc.next)
+				pc.next = stop
+				return i, start, stop, true
 			}
+		}
+		return 0, "", "", false
+	}
+	// piece reads [start, stop) of prefix i page by page; false: stop.
+	piece := func(i int, start, stop string) bool {
+		for start != stop {
 			var resp *clientv3.GetResponse
 			err := s.do(ctx, s.timeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
-				resp, err = cli.Get(ctx, start, opts...)
+				resp, err = cli.Get(ctx, start, clientv3.WithRange(stop), clientv3.WithLimit(page), clientv3.WithRev(rev))
 				return err
 			})
-			if etcdclient.IsDenied(err) {
-				send(loaded{err: &etcdclient.DeniedError{User: s.User, Op: "read", Key: p}})
-				return
-			}
 			if err != nil {
-				send(loaded{err: fmt.Errorf("reading %s: %w", p, err)})
-				return
-			}
-			if rev == 0 {
-				rev = resp.Header.Revision
+				fail(s.readError(prefixes[i], err))
+				return false
 			}
 			// A page of its own: the one before may still be in each.
 			kvs := make([]plan.KV, len(resp.Kvs))
-			for i, kv := range resp.Kvs {
-				kvs[i] = plan.KV{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision}
+			for j, kv := range resp.Kvs {
+				kvs[j] = plan.KV{Key: string(kv.Key), Value: kv.Value, ModRev: kv.ModRevision}
 			}
-			if !send(loaded{kvs: kvs, rev: rev}) {
-				return
+			select {
+			case pages <- loaded{kvs: kvs, rev: rev}:
+			case <-ctx.Done():
+				return false
 			}
 			more := resp.More && len(resp.Kvs) > 0
-			pc.read(len(resp.Kvs), more)
+			mu.Lock()
+			ranges[i].read(len(resp.Kvs), more)
+			mu.Unlock()
+			start = stop
 			if more {
 				start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
-			} else {
-				start = stop
 			}
 		}
+		return true
 	}
+	var wg sync.WaitGroup
+	for range loadReaders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i, start, stop, ok := claim()
+				if !ok || !piece(i, start, stop) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// readError is why reading prefix failed, as the caller is told.
+func (s *Store) readError(prefix string, err error) error {
+	if etcdclient.IsDenied(err) {
+		return &etcdclient.DeniedError{User: s.User, Op: "read", Key: prefix}
+	}
+	return fmt.Errorf("reading %s: %w", prefix, err)
 }
 
 // pieces chooses where each read of one range stops: after as many of the
@@ -211,6 +266,7 @@ func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<-
 // splits is paged as before, counted only to the next cut.
 type pieces struct {
 	cuts []string
+	next string // where the next piece starts; end when all are claimed
 	end  string
 	page int
 	span int // intervals the next piece covers
