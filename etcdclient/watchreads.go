@@ -23,15 +23,15 @@ import (
 //
 //   - go to the kernel without telling the scheduler they might block: the
 //     socket is non-blocking, and the poller does the waiting;
-//   - after a read that had to wait for data (a change after a quiet
-//     spell, or a progress answer), wait coalesce before the next, so that
-//     the rest of a burst of changes is read, and the frontend woken, once
-//     (through the window the socket's low-water mark is raised: see
-//     holdMark). A window that brought a change or more opens the next at
-//     once: the changes are still coming, and each window reads all that
-//     came in it. A window that brought less ends that: what arrives next
-//     is read as it comes. Nothing that has arrived waits longer than
-//     coalesce.
+//   - after a read that had to wait for a change (the first after a quiet
+//     spell), wait coalesce before the next, so that the rest of a burst
+//     of changes is read, and the frontend woken, once (through the window
+//     the socket's low-water mark is raised: see holdMark). A window that
+//     brought a change or more opens the next at once: the changes are
+//     still coming, and each window reads all that came in it. A read
+//     that brought less than a change (a progress answer, a liveness
+//     read's reply) opens none: what arrives next is read as it comes.
+//     Nothing that has arrived waits longer than coalesce.
 //
 // coalesce 0 keeps the raw reads and reads each change as it comes. Off
 // Linux the reads are plain and never coalesce.
@@ -82,7 +82,7 @@ type watchConn struct {
 	coalesce time.Duration
 	waited   bool // the last read found no data and waited for the poller
 	full     bool // the last read filled the buffer: more is likely there
-	streak   bool // the last read followed a window and found data there
+	open     bool // the last read brought a change after a wait or a window: the next waits a window
 	// mark is the socket's receive low-water mark through a window (0:
 	// none is set), and held says it is set. See holdMark.
 	mark int
@@ -101,7 +101,7 @@ func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn
 }
 
 func (c *watchConn) Read(p []byte) (int, error) {
-	window := c.coalesce > 0 && !c.full && (c.waited || c.streak)
+	window := c.coalesce > 0 && !c.full && c.open
 	if window {
 		// Each segment arriving in the window would still wake the
 		// poller's thread, for nothing: no goroutine waits on the socket
@@ -113,16 +113,18 @@ func (c *watchConn) Read(p []byte) (int, error) {
 	c.waited = false
 	n, err := c.read(p)
 	c.full = n == len(p)
-	// Without the streak, the change after a window's read came alone:
-	// two wakes for every window's worth of a steady stream, not one. What
-	// is smaller than a change (a unary call's trailers, a ping, a
-	// progress answer) starts none: an idle frontend's liveness read
-	// would pay an empty window for its trailers (stop 37's strace).
-	c.streak = window && !c.waited && n >= streakMin
+	// A change read after a wait is likely the first of a burst; one read
+	// after a window, that the changes are still coming (without that the
+	// change after each window came alone: two wakes for every window's
+	// worth of a steady stream, not one). What is smaller than a change (a
+	// progress answer, a liveness read's reply or its trailers, a ping)
+	// opens none: an idle frontend paid an empty window, a wake and two
+	// system calls, for each reply to its liveness read (stop 38's strace).
+	c.open = (c.waited || window) && n >= changeMin
 	return n, err
 }
 
-// streakMin is the least a window's read must bring to open the next
-// window at once: under one change's HTTP/2 frame (a watch response with
-// one event is 150-250 bytes).
-const streakMin = 128
+// changeMin is the least a read must bring to open a window: under one
+// change's HTTP/2 frame (a watch response with one event is 150-250
+// bytes), over a progress answer's or a unary reply's.
+const changeMin = 128

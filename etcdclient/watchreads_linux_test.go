@@ -50,12 +50,15 @@ func writeApart(s net.Conn, gap time.Duration, parts ...string) {
 	}()
 }
 
+// change is what stands for a change on the wire: changeMin bytes of c.
+func change(c byte) string { return strings.Repeat(string(c), changeMin) }
+
 // firstAfterQuiet reads what the server writes after a pause, and checks
 // that the read had to wait for it, as a change after a quiet spell does.
 func firstAfterQuiet(t *testing.T, w *watchConn, s net.Conn, want string) {
 	t.Helper()
 	writeApart(s, 200*time.Millisecond, "", want)
-	buf := make([]byte, 64)
+	buf := make([]byte, 1024)
 	n, err := w.Read(buf)
 	if err != nil || string(buf[:n]) != want {
 		t.Fatalf("first read %q, %v; want %q", buf[:n], err, want)
@@ -78,7 +81,7 @@ func TestWatchReadsTakeTheFirstAtOnceAndTheRestOfABurstTogether(t *testing.T) {
 	} {
 		w, s := pair(t, tc.coalesce)
 		start := time.Now()
-		firstAfterQuiet(t, w, s, "a")
+		firstAfterQuiet(t, w, s, change('a'))
 		if d := time.Since(start); d >= window {
 			t.Errorf("coalesce %v: the first change was read after %v: it must not wait for the window", tc.coalesce, d)
 		}
@@ -91,6 +94,26 @@ func TestWatchReadsTakeTheFirstAtOnceAndTheRestOfABurstTogether(t *testing.T) {
 	}
 }
 
+// Less than a change after a quiet spell (a progress answer, a liveness
+// read's reply) opens no window: what comes next is read as it comes.
+func TestWatchReadsOpenNoWindowForLessThanAChange(t *testing.T) {
+	const window = 3 * time.Second
+	w, s := pair(t, window)
+	firstAfterQuiet(t, w, s, "p")
+	if w.open {
+		t.Error("a read of less than a change opened a window")
+	}
+	writeApart(s, 200*time.Millisecond, "", change('b'))
+	start := time.Now()
+	buf := make([]byte, 1024)
+	if n, err := w.Read(buf); err != nil || string(buf[:n]) != change('b') {
+		t.Fatalf("read after less than a change %q, %v; want a change", buf[:n], err)
+	}
+	if d := time.Since(start); d >= window {
+		t.Errorf("the change was read %v after the read began: it waited for a window", d)
+	}
+}
+
 // A window that brought changes opens the next at once, so a steady
 // stream is read a window at a time, not a change alone after each
 // window; a window that brought nothing ends the streak, and the next
@@ -98,9 +121,8 @@ func TestWatchReadsTakeTheFirstAtOnceAndTheRestOfABurstTogether(t *testing.T) {
 func TestWatchReadsKeepWindowsOpenWhileChangesFlow(t *testing.T) {
 	const window, gap = time.Second, 100 * time.Millisecond
 	w, s := pair(t, window)
-	firstAfterQuiet(t, w, s, "a")
+	firstAfterQuiet(t, w, s, change('a'))
 	buf := make([]byte, 1024)
-	change := func(c byte) string { return strings.Repeat(string(c), streakMin) }
 	writeApart(s, 0, change('b'))
 	if n, err := w.Read(buf); err != nil || string(buf[:n]) != change('b') {
 		t.Fatalf("the window after the first change read %q, %v; want a change", buf[:n], err)
@@ -118,8 +140,8 @@ func TestWatchReadsKeepWindowsOpenWhileChangesFlow(t *testing.T) {
 	if d := time.Since(start); d >= 2*window+window/2 {
 		t.Errorf("\"e\" was read %v after the read began: it waited for a window of its own", d)
 	}
-	if w.streak {
-		t.Error("a window that brought nothing left the streak on")
+	if w.open {
+		t.Error("a window that brought nothing, then less than a change, left the windows open")
 	}
 	// A window that brings less than a change (a call's trailers) opens
 	// no other: what follows it is read as it comes.
@@ -127,8 +149,8 @@ func TestWatchReadsKeepWindowsOpenWhileChangesFlow(t *testing.T) {
 	if n, err := w.Read(buf); err != nil || string(buf[:n]) != "f" {
 		t.Fatalf("read in the window after \"e\": %q, %v; want \"f\"", buf[:n], err)
 	}
-	if w.streak {
-		t.Error("a window that brought less than a change started a streak")
+	if w.open {
+		t.Error("less than a change opened a window")
 	}
 }
 
@@ -143,7 +165,7 @@ func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
 	if w.mark <= 1 || w.mark > 32<<10 {
 		t.Fatalf("mark %d; want 2 to 32 KiB", w.mark)
 	}
-	firstAfterQuiet(t, w, s, "a")
+	firstAfterQuiet(t, w, s, change('a'))
 	lowat := func() int {
 		var v int
 		var err error
@@ -157,7 +179,7 @@ func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
 	read := func() chan string {
 		done := make(chan string, 1)
 		go func() {
-			buf := make([]byte, 64)
+			buf := make([]byte, 1024)
 			n, _ := w.Read(buf)
 			done <- string(buf[:n])
 		}()
@@ -175,9 +197,9 @@ func TestWatchReadsHoldTheLowWaterMarkThroughTheWindow(t *testing.T) {
 	}
 	done := read()
 	seen("in the window", w.mark)
-	s.Write([]byte("b"))
-	if got := <-done; got != "b" {
-		t.Errorf("read after the window %q; want \"b\"", got)
+	s.Write([]byte(change('b')))
+	if got := <-done; got != change('b') {
+		t.Errorf("read after the window %q; want a change", got)
 	}
 	done = read()
 	seen("in the window after one that brought data", w.mark)
