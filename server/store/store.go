@@ -733,8 +733,9 @@ type page struct {
 // request timeout, and starting the whole load over would only ask etcd
 // for every page again while it still serves the abandoned ones. Each
 // retry backs off with jitter and gives the page twice the time the last
-// try had. Only a compacted revision ends the load: it must start again
-// at a newer one.
+// try had, and the page after one that took long is given twice what it
+// took. Only a compacted revision ends the load: it must start again at a
+// newer one.
 //
 // Each page after the first stops where stops expects about a page of keys
 // to end, so that etcd counts no further.
@@ -753,6 +754,7 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 			}
 		}
 		req := &etcdserverpb.RangeRequest{Key: []byte(key), RangeEnd: []byte(stop), Limit: s.pageSize, Revision: rev, Serializable: true}
+		began := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, deadline)
 		err := s.rangeInto(rctx, req, resp)
 		if errors.Is(err, rpctypes.ErrFutureRev) {
@@ -777,7 +779,10 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 			}
 			return
 		}
-		backoff, deadline = 100*time.Millisecond, s.timeout
+		// In a fleet's cold start every page is slow: the next one, given
+		// only the timeout, would run out of it with every other
+		// frontend's and be read again.
+		backoff, deadline = 100*time.Millisecond, max(s.timeout, min(2*time.Since(began), maxPageTimeout))
 		// Read before the page is sent: its buffer is the loader's then.
 		var mid, last string
 		n := len(resp.kvs)

@@ -366,6 +366,51 @@ func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
 	}
 }
 
+// A page that took long (a fleet's cold start, every frontend reading at
+// once) gives the next page twice as long as it took, so that the next is
+// not read only to run out of the timeout; a quick page gives the one after
+// it the timeout again.
+func TestLoadGivesTheNextPageTwiceWhatASlowOneTook(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	n := testPageSize*3 + 5 // four pages or more, as the stops fall
+	for i := range n {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
+	}
+	const timeout, slow = time.Second, 600 * time.Millisecond
+	var mu sync.Mutex
+	var given []time.Duration // each page request's time
+	c := interceptedClient(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
+			deadline, _ := ctx.Deadline()
+			mu.Lock()
+			given = append(given, time.Until(deadline))
+			second := len(given) == 2
+			mu.Unlock()
+			if second {
+				time.Sleep(slow)
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	s := New(c, testZones, timeout, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.pageSize = testPageSize
+	runStore(t, s)
+	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
+		t.Fatalf("loaded %d records, want %d", got, n)
+	}
+	if got := value(s.loadRetries); got != 0 {
+		t.Fatalf("load retries %v, want none", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(given) < 4 {
+		t.Fatalf("%d page requests, want 4 or more", len(given))
+	}
+	if given[1] > timeout || given[2] < 2*slow-100*time.Millisecond || given[3] > timeout {
+		t.Fatalf("time given: the slow page %v, the next %v, the one after %v; want %v, twice %v, %v", given[1], given[2], given[3], timeout, slow, timeout)
+	}
+}
+
 // A change that copies a good share of a zone's tables has them packed
 // once the changes pause: the snapshot published then holds the same
 // records at the same revision.
