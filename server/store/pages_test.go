@@ -7,13 +7,12 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -168,35 +167,18 @@ func TestLoadReadsPagesOverFourMiB(t *testing.T) {
 // again at once, within the page's time, as clientv3 asks again for a
 // Get: not a counted retry with a doubled timeout.
 func TestLoadAsksAgainWhenUnavailable(t *testing.T) {
-	cli := testetcd.Start(t, nil)
-	n := testPageSize*2 + 5
-	for i := range n {
-		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
-	}
-	var mu sync.Mutex
-	pages := 0
-	flaky := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
-			mu.Lock()
-			pages++
-			second := pages == 2
-			mu.Unlock()
-			if second {
-				return status.Error(codes.Unavailable, "etcdserver: leader changed")
-			}
+	var pages atomic.Int32
+	s := loadPaged(t, testPageSize*2+5, 5*time.Second, func(_ context.Context, i int, _ *etcdserverpb.RangeRequest) error {
+		pages.Store(int32(i))
+		if i == 2 {
+			return status.Error(codes.Unavailable, "etcdserver: leader changed")
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	s := quietStore(interceptedClient(t, cli, flaky))
-	s.pageSize = testPageSize
-	runStore(t, s)
-	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
-		t.Fatalf("loaded %d records, want %d", got, n)
-	}
+		return nil
+	})
 	if got := value(s.loadRetries); got != 0 {
 		t.Fatalf("%v counted page retries, want none", got)
 	}
-	if pages < 4 {
-		t.Fatalf("%d page requests; the refused one was not asked again", pages)
+	if pages.Load() < 4 {
+		t.Fatalf("%d page requests; the refused one was not asked again", pages.Load())
 	}
 }

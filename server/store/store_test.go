@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,44 +305,57 @@ func TestStubKeysAreWatched(t *testing.T) {
 	}
 }
 
-// A page that fails mid-load (etcd too busy to answer it within the
-// timeout, as when a fleet starts at once) is asked for again alone, at the
-// load's revision and with twice the time: the load does not start over
-// from its first page.
-func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
+// loadPaged loads n records in pages of testPageSize through a store
+// whose requests have timeout. page sees each page request, numbered from
+// 1, before etcd does, and an error it returns fails the request instead.
+// It checks that all n records were loaded.
+func loadPaged(t *testing.T, n int, timeout time.Duration, page func(ctx context.Context, i int, r *etcdserverpb.RangeRequest) error) *Store {
+	t.Helper()
 	cli := testetcd.Start(t, nil)
-	n := testPageSize*3 + 5 // four pages
 	for i := range n {
 		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
 	}
-	type request struct {
-		r    *etcdserverpb.RangeRequest
-		time time.Duration // the time it was given
-	}
-	var mu sync.Mutex
-	var pages []request
-	slow := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var pages atomic.Int32
+	c := interceptedClient(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
-			deadline, _ := ctx.Deadline()
-			mu.Lock()
-			pages = append(pages, request{r, time.Until(deadline)})
-			second := len(pages) == 2
-			mu.Unlock()
-			if second { // etcd still busy with it when the time is up
-				<-ctx.Done()
-				return status.FromContextError(ctx.Err()).Err()
+			if err := page(ctx, int(pages.Add(1)), r); err != nil {
+				return err
 			}
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-	c := interceptedClient(t, cli, slow)
-	timeout := 300 * time.Millisecond
+	})
 	s := New(c, testZones, timeout, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.pageSize = testPageSize
 	runStore(t, s)
 	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
 		t.Fatalf("loaded %d records, want %d", got, n)
 	}
+	return s
+}
+
+// A page that fails mid-load (etcd too busy to answer it within the
+// timeout, as when a fleet starts at once) is asked for again alone, at the
+// load's revision and with twice the time: the load does not start over
+// from its first page.
+func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
+	type request struct {
+		r    *etcdserverpb.RangeRequest
+		time time.Duration // the time it was given
+	}
+	var mu sync.Mutex
+	var pages []request
+	timeout := 300 * time.Millisecond
+	s := loadPaged(t, testPageSize*3+5, timeout, func(ctx context.Context, i int, r *etcdserverpb.RangeRequest) error {
+		deadline, _ := ctx.Deadline()
+		mu.Lock()
+		pages = append(pages, request{r, time.Until(deadline)})
+		mu.Unlock()
+		if i == 2 { // etcd still busy with it when the time is up
+			<-ctx.Done()
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return nil
+	})
 	if got := value(s.loadRetries); got != 1 {
 		t.Fatalf("load retries %v, want 1", got)
 	}
@@ -371,33 +385,19 @@ func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
 // not read only to run out of the timeout; a quick page gives the one after
 // it the timeout again.
 func TestLoadGivesTheNextPageTwiceWhatASlowOneTook(t *testing.T) {
-	cli := testetcd.Start(t, nil)
-	n := testPageSize*3 + 5 // four pages or more, as the stops fall
-	for i := range n {
-		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
-	}
 	const timeout, slow = time.Second, 600 * time.Millisecond
 	var mu sync.Mutex
 	var given []time.Duration // each page request's time
-	c := interceptedClient(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
-			deadline, _ := ctx.Deadline()
-			mu.Lock()
-			given = append(given, time.Until(deadline))
-			second := len(given) == 2
-			mu.Unlock()
-			if second {
-				time.Sleep(slow)
-			}
+	s := loadPaged(t, testPageSize*3+5, timeout, func(ctx context.Context, i int, _ *etcdserverpb.RangeRequest) error {
+		deadline, _ := ctx.Deadline()
+		mu.Lock()
+		given = append(given, time.Until(deadline))
+		mu.Unlock()
+		if i == 2 {
+			time.Sleep(slow)
 		}
-		return invoker(ctx, method, req, reply, cc, opts...)
+		return nil
 	})
-	s := New(c, testZones, timeout, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.pageSize = testPageSize
-	runStore(t, s)
-	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
-		t.Fatalf("loaded %d records, want %d", got, n)
-	}
 	if got := value(s.loadRetries); got != 0 {
 		t.Fatalf("load retries %v, want none", got)
 	}
