@@ -93,7 +93,7 @@ type Store struct {
 	startJitter time.Duration
 
 	records     *prometheus.GaugeVec
-	zoneRecords []prometheus.Gauge // records' children, in the zones' order, as every snapshot has them
+	zoneRecords map[string]prometheus.Gauge // records' children, by zone name
 	revision    prometheus.Gauge
 	restarts    *prometheus.CounterVec
 	endpoint    *prometheus.GaugeVec
@@ -217,10 +217,12 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 			Help: "Pages of a load or relist that failed and were asked for again (each with a longer timeout).",
 		}),
 	}
+	// Looked up once: by label on every change it was a fiftieth of a
+	// change's CPU (bench/changecpu's perf record, stop 38). By name: a
+	// snapshot orders its zones most specific first, not as configured.
+	s.zoneRecords = make(map[string]prometheus.Gauge, len(zones))
 	for _, z := range zones {
-		// Looked up once: by label on every change it was a fiftieth of
-		// a change's CPU (bench/changecpu's perf record, stop 38).
-		s.zoneRecords = append(s.zoneRecords, s.records.WithLabelValues(z.Name))
+		s.zoneRecords[z.Name] = s.records.WithLabelValues(z.Name)
 	}
 	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonLagging, ReasonNoLeader, ReasonClosed, ReasonUnreachable, ReasonError} {
 		s.restarts.WithLabelValues(r)
@@ -598,8 +600,8 @@ func (s *Store) PackedBytes() uint64 { return s.packed.Load() }
 func (s *Store) publish(sn *snap.Snapshot) {
 	s.cur.Store(sn)
 	s.revision.Set(float64(sn.Rev))
-	for i, z := range sn.Zones {
-		s.zoneRecords[i].Set(float64(z.Records))
+	for _, z := range sn.Zones {
+		s.zoneRecords[z.Name].Set(float64(z.Records))
 	}
 }
 
@@ -802,8 +804,8 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 	}
 }
 
-// maxPageTimeout caps the time a retried page is given; the first try has
-// the request timeout.
+// maxPageTimeout caps the time a page is given: one retried, or one after a
+// page that took long. Any other has the request timeout.
 const maxPageTimeout = time.Minute
 
 // put applies one stored value; a malformed one removes what the key held

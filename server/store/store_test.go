@@ -305,6 +305,29 @@ func TestStubKeysAreWatched(t *testing.T) {
 	}
 }
 
+// Each zone's records gauge counts that zone's records, though a snapshot
+// holds its zones in another order than the configuration's (the most
+// specific first), through the load and through a change.
+func TestRecordsGaugeCountsEachZone(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	for _, k := range []string{"/skydns/org/example/www/x", "/skydns/org/example/api/x", "/skydns/net/example/a/www/x"} {
+		mustPut(t, cli, k, `{"host":"10.0.0.1"}`)
+	}
+	zones := []snap.Config{{Name: "example.org", Prefix: "/skydns", TTL: 5}, {Name: "a.example.net", Prefix: "/skydns", TTL: 5}}
+	s := New(cli, zones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	runStore(t, s)
+	if org, net := value(s.records.WithLabelValues("example.org")), value(s.records.WithLabelValues("a.example.net")); org != 2 || net != 1 {
+		t.Fatalf("after the load: example.org %v, a.example.net %v; want 2 and 1", org, net)
+	}
+	mustPut(t, cli, "/skydns/net/example/a/api/x", `{"host":"10.0.0.2"}`)
+	eventually(t, "a.example.net's gauge to count the new record", func() bool {
+		return value(s.records.WithLabelValues("a.example.net")) == 2
+	})
+	if org := value(s.records.WithLabelValues("example.org")); org != 2 {
+		t.Fatalf("after a change in a.example.net: example.org %v, want 2", org)
+	}
+}
+
 // loadPaged loads n records in pages of testPageSize through a store
 // whose requests have timeout. page sees each page request, numbered from
 // 1, before etcd does, and an error it returns fails the request instead.
@@ -344,7 +367,9 @@ func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var pages []request
-	timeout := 300 * time.Millisecond
+	// Well above a page's time, even under -race on two busy cores: the
+	// page after one that took over half of it would be given more.
+	timeout := time.Second
 	s := loadPaged(t, testPageSize*3+5, timeout, func(ctx context.Context, i int, r *etcdserverpb.RangeRequest) error {
 		deadline, _ := ctx.Deadline()
 		mu.Lock()
@@ -385,7 +410,9 @@ func TestLoadRetriesOnlyTheFailedPage(t *testing.T) {
 // not read only to run out of the timeout; a quick page gives the one after
 // it the timeout again.
 func TestLoadGivesTheNextPageTwiceWhatASlowOneTook(t *testing.T) {
-	const timeout, slow = time.Second, 600 * time.Millisecond
+	// slow leaves etcd a good part of the timeout to answer in, and twice
+	// it is well past the timeout.
+	const timeout, slow = 2 * time.Second, 1400 * time.Millisecond
 	var mu sync.Mutex
 	var given []time.Duration // each page request's time
 	s := loadPaged(t, testPageSize*3+5, timeout, func(ctx context.Context, i int, _ *etcdserverpb.RangeRequest) error {
