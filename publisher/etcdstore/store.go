@@ -117,7 +117,8 @@ func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, 
 // visit ten million keys, half of its CPU in a restart
 // (bench/publisher/README.md); a piece ending at a cut is counted only to
 // that cut. The publisher cuts at its services' names. Pieces are read
-// loadReaders at a time, so pages come in key order only without cuts.
+// loadReaders at a time: the pages of one piece come in key order, those
+// of pieces and of prefixes interleave.
 func (s *Store) Each(ctx context.Context, prefixes, cuts []string, each func(page []plan.KV)) (int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // the readers still reading when each's caller gives up
@@ -189,21 +190,22 @@ func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<-
 		ranges[i] = &pieces{cuts: inside(cuts, p, end), next: p, end: end, page: int(page)}
 	}
 	var mu sync.Mutex // ranges'
-	claim := func() (prefix int, start, stop string, ok bool) {
+	claim := func() (prefix int, start, stop string, span int, ok bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i, pc := range ranges {
 			if pc.next != pc.end {
 				start, stop = pc.next, pc.stop(pc.next)
 				pc.next = stop
-				return i, start, stop, true
+				return i, start, stop, pc.span, true
 			}
 		}
-		return 0, "", "", false
+		return 0, "", "", 0, false
 	}
-	// piece reads [start, stop) of prefix i page by page; false: stop.
-	piece := func(i int, start, stop string) bool {
-		for start != stop {
+	// piece reads [start, stop), span intervals of prefix i, page by page;
+	// false: stop.
+	piece := func(i int, start, stop string, span int) bool {
+		for first := true; start != stop; first = false {
 			var resp *clientv3.GetResponse
 			err := s.do(ctx, s.timeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
 				resp, err = cli.Get(ctx, start, clientv3.WithRange(stop), clientv3.WithLimit(page), clientv3.WithRev(rev))
@@ -224,9 +226,11 @@ func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<-
 				return false
 			}
 			more := resp.More && len(resp.Kvs) > 0
-			mu.Lock()
-			ranges[i].read(len(resp.Kvs), more)
-			mu.Unlock()
+			if first { // the rest of a piece that overflowed says nothing of its span
+				mu.Lock()
+				ranges[i].read(span, len(resp.Kvs), more)
+				mu.Unlock()
+			}
 			start = stop
 			if more {
 				start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
@@ -240,8 +244,8 @@ func (s *Store) fetch(ctx context.Context, prefixes, cuts []string, pages chan<-
 		go func() {
 			defer wg.Done()
 			for {
-				i, start, stop, ok := claim()
-				if !ok || !piece(i, start, stop) {
+				i, start, stop, span, ok := claim()
+				if !ok || !piece(i, start, stop, span) {
 					return
 				}
 			}
@@ -287,14 +291,17 @@ func (pc *pieces) stop(start string) string {
 	return pc.end
 }
 
-// read adjusts the span after a read of n keys that left more before its
-// stop (more) or reached it.
-func (pc *pieces) read(n int, more bool) {
+// read adjusts the span after the first read of a piece of span
+// intervals, which got n keys and left more before its stop (more) or
+// reached it. The other reader's pieces may have moved the span since this
+// one was cut: a piece that overflowed only ever shrinks it, one that came
+// back short only ever grows it.
+func (pc *pieces) read(span, n int, more bool) {
 	switch {
-	case more && pc.span > 1:
-		pc.span /= 2
-	case !more && 2*n < pc.page && pc.span < len(pc.cuts):
-		pc.span *= 2
+	case more && span > 1:
+		pc.span = min(pc.span, span/2)
+	case !more && 2*n < pc.page && span < len(pc.cuts):
+		pc.span = max(pc.span, 2*span)
 	}
 }
 

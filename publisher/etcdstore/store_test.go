@@ -6,11 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/internal/freeze"
@@ -171,6 +176,46 @@ func TestEachWithCuts(t *testing.T) {
 			if !slices.Equal(got, want) {
 				t.Errorf("cuts %q, page %d:\n got %q\nwant %q", cuts, page, got, want)
 			}
+		}
+	}
+}
+
+// A read that fails ends the load with its error, whichever it was: the
+// revision's read, the first piece's, or one while the other reader is in
+// the middle of its own piece.
+func TestEachEndsOnAFailedRead(t *testing.T) {
+	cli := start(t)
+	ctx := context.Background()
+	var cuts []string
+	for svc := range 20 {
+		for r := range 5 {
+			if _, err := cli.Put(ctx, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%02d/r%d", svc, r), "v"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cuts = append(cuts, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%02d/", svc))
+	}
+	injected := status.Error(codes.Internal, "injected failure")
+	for _, fail := range []int32{1, 2, 3, 8} {
+		var reads atomic.Int32
+		c, err := clientv3.New(clientv3.Config{
+			Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				if _, ok := req.(*pb.RangeRequest); ok && reads.Add(1) == fail {
+					return injected
+				}
+				return invoker(ctx, method, req, reply, cc, opts...)
+			})},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &Store{Client: c, PageSize: 3}
+		got := 0
+		_, err = s.Each(ctx, []string{"/skydns/local/cluster/"}, cuts, func(p []plan.KV) { got += len(p) })
+		c.Close()
+		if err == nil || !strings.Contains(err.Error(), "injected failure") {
+			t.Errorf("read %d failed: Each returned %v after %d keys; want the failure", fail, err, got)
 		}
 	}
 }
