@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
@@ -34,4 +35,20 @@ func Start(t testing.TB, log *slog.Logger) *clientv3.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// Intercepted is a client of cli's endpoints whose unary requests pass
+// through f first, closed when the test ends: a test's way to slow or fail
+// chosen requests to a real etcd.
+func Intercepted(t testing.TB, cli *clientv3.Client, f grpc.UnaryClientInterceptor) *clientv3.Client {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(f)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -198,22 +198,15 @@ func TestEachEndsOnAFailedRead(t *testing.T) {
 	injected := status.Error(codes.Internal, "injected failure")
 	for _, fail := range []int32{1, 2, 3, 8} {
 		var reads atomic.Int32
-		c, err := clientv3.New(clientv3.Config{
-			Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-				if _, ok := req.(*pb.RangeRequest); ok && reads.Add(1) == fail {
-					return injected
-				}
-				return invoker(ctx, method, req, reply, cc, opts...)
-			})},
+		c := testetcd.Intercepted(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if _, ok := req.(*pb.RangeRequest); ok && reads.Add(1) == fail {
+				return injected
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		s := &Store{Client: c, PageSize: 3}
 		got := 0
-		_, err = s.Each(ctx, []string{"/skydns/local/cluster/"}, cuts, func(p []plan.KV) { got += len(p) })
-		c.Close()
+		_, err := s.Each(ctx, []string{"/skydns/local/cluster/"}, cuts, func(p []plan.KV) { got += len(p) })
 		if err == nil || !strings.Contains(err.Error(), "injected failure") {
 			t.Errorf("read %d failed: Each returned %v after %d keys; want the failure", fail, err, got)
 		}

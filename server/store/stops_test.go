@@ -113,7 +113,7 @@ func TestLoadPagesStopShort(t *testing.T) {
 		}
 		return err
 	}
-	c := interceptedClient(t, cli, count)
+	c := testetcd.Intercepted(t, cli, count)
 	s := quietStore(c)
 	s.pageSize = page
 	runStore(t, s)

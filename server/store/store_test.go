@@ -45,21 +45,6 @@ func startStore(t *testing.T, cli *clientv3.Client, hook func()) *Store {
 	return s
 }
 
-// interceptedClient is a client of cli's endpoints whose unary requests
-// pass through f first, closed when the test ends.
-func interceptedClient(t *testing.T, cli *clientv3.Client, f grpc.UnaryClientInterceptor) *clientv3.Client {
-	t.Helper()
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(f)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // runStore runs s until the test ends and waits for its first load.
 func runStore(t *testing.T, s *Store) {
 	t.Helper()
@@ -339,7 +324,7 @@ func loadPaged(t *testing.T, n int, timeout time.Duration, page func(ctx context
 		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
 	}
 	var pages atomic.Int32
-	c := interceptedClient(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	c := testetcd.Intercepted(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if r, ok := req.(*etcdserverpb.RangeRequest); ok && r.Limit == testPageSize {
 			if err := page(ctx, int(pages.Add(1)), r); err != nil {
 				return err
@@ -509,7 +494,7 @@ func TestLoadsShareARevision(t *testing.T) {
 			}
 			return invoker(ctx, method, req, reply, cc, opts...)
 		}
-		c := interceptedClient(t, cli, record)
+		c := testetcd.Intercepted(t, cli, record)
 		s := quietStore(c)
 		s.pageSize, s.step = testPageSize, step
 		loaded := make(chan *snap.Snapshot, 1)
@@ -604,7 +589,7 @@ func TestRelistDoesNotLoopOnACachedCompactedRevision(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	c := interceptedClient(t, cli, caching)
+	c := testetcd.Intercepted(t, cli, caching)
 	newStore := func() *Store {
 		s := quietStore(c)
 		s.pageSize, s.step = testPageSize, step
