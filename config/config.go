@@ -110,6 +110,7 @@ type Dnsd struct {
 	WatchMaxLag           time.Duration `mapstructure:"watch-max-lag"`
 	WatchCoalesce         time.Duration `mapstructure:"watch-coalesce"`
 	StartJitter           time.Duration `mapstructure:"start-jitter"`
+	PageSize              int           `mapstructure:"page-size"`
 
 	SourceClusterOption uint16   `mapstructure:"source-cluster-option"`
 	InternalClients     []string `mapstructure:"internal-clients"`
@@ -524,6 +525,9 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if d.StartJitter < 0 {
 			bad("dnsd.start-jitter", "%s: must not be negative", d.StartJitter)
+		}
+		if d.PageSize < 1 {
+			bad("dnsd.page-size", "%d: must be at least 1", d.PageSize)
 		}
 		if _, err := d.ParsedZones(); err != nil {
 			errs = append(errs, err)

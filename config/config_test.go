@@ -171,6 +171,8 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--publisher.federation-prefix", "skydns"}, want: "publisher.federation-prefix"},
 		{args: []string{"--cluster.federation-domain", "svc.cluster.local"}, want: "cluster.federation-domain"},
 		{args: []string{"--cluster.federation-domain", "local"}, want: "cluster.federation-domain"},
+		{args: []string{"--dnsd.page-size", "0"}, want: "dnsd.page-size"},
+		{args: []string{"--dnsd.page-size", "many"}, want: "dnsd.page-size"},
 		{args: []string{"--dnsd.watch-coalesce", "-1ms"}, want: "dnsd.watch-coalesce"},
 		{args: []string{"--dnsd.watch-coalesce", "251ms"}, want: "at most half of dnsd.watch-max-lag"},
 		{args: []string{"--dnsd.watch-coalesce", "400ms", "--dnsd.watch-max-lag", "1s"}, want: "at most half of dnsd.watch-lag-probe-interval"},
@@ -224,6 +226,7 @@ func TestFlagTypes(t *testing.T) {
 		"etcd.endpoints":             "strings",
 		"dnsd.ttl":                   "uint32",
 		"dnsd.tcp-max-connections":   "int",
+		"dnsd.page-size":             "int",
 		"dnsd.source-cluster-option": "uint16",
 		"dnsd.rotate":                "", // a bare --dnsd.rotate is true
 		"dnsd.listen":                "string",

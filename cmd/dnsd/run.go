@@ -85,6 +85,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		LagProbe: d.WatchLagProbe, MaxLag: d.WatchMaxLag, Coalesce: d.WatchCoalesce,
 	})
 	st.SpreadStart(d.StartJitter)
+	st.SetPageSize(int64(d.PageSize))
 	srv := server.New(st.Snapshot, answer.Options{
 		Pods:   answer.PodMode(cfg.Cluster.Pods),
 		Rotate: d.Rotate,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -180,5 +181,36 @@ func TestLoadAsksAgainWhenUnavailable(t *testing.T) {
 	}
 	if pages.Load() < 4 {
 		t.Fatalf("%d page requests; the refused one was not asked again", pages.Load())
+	}
+}
+
+// SetPageSize bounds every range read of a load (dnsd.page-size: through an
+// etcd grpc-proxy, which keeps up to 2,048 responses whatever their size,
+// pages are kept small), and a load in such pages holds every record.
+func TestLoadReadsPagesOfTheSetSize(t *testing.T) {
+	const n, page = 450, 100
+	cli := testetcd.Start(t, nil)
+	for i := range n {
+		mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d/x", i), fmt.Sprintf(`{"host":"10.1.%d.%d"}`, i/250, i%250))
+	}
+	var limits []int64
+	c := testetcd.Intercepted(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*etcdserverpb.RangeRequest); ok && !r.CountOnly && strings.HasPrefix(string(r.Key), "/skydns/local/cluster/") {
+			limits = append(limits, r.Limit) // one page at a time
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	s := quietStore(c)
+	s.SetPageSize(0) // no setting: the default
+	if s.pageSize != PageSize {
+		t.Fatalf("page size %d after SetPageSize(0), want the default %d", s.pageSize, PageSize)
+	}
+	s.SetPageSize(page)
+	runStore(t, s)
+	if got := s.Snapshot().Zone("cluster.local").Records; got != n {
+		t.Fatalf("loaded %d records, want %d", got, n)
+	}
+	if len(limits) < n/page+1 || slices.ContainsFunc(limits, func(l int64) bool { return l != page }) {
+		t.Fatalf("cluster.local read with limits %v, want %d reads or more, each of %d keys", limits, n/page+1, page)
 	}
 }

@@ -27,12 +27,15 @@ import (
 	"github.com/etcdns/etcdns/server/snap"
 )
 
-// PageSize bounds one range request of the initial load, so a large zone
-// never becomes one huge etcd response. It is large because etcd 3.5
-// counts every key from a limited read's start to its range's end
-// (etcd-io/etcd#11057): at 1,000 keys a page a million-key zone took
-// minutes. Pages now stop short of the end (stops.go), which leaves the
-// count of the first page alone; a page is about 15 MiB.
+// PageSize bounds one range request of the initial load by default
+// (dnsd.page-size), so a large zone never becomes one huge etcd response.
+// It is large because a load from members is fastest in few pages, and
+// because etcd 3.5 counts every key from a limited read's start to its
+// range's end (etcd-io/etcd#11057): at 1,000 keys a page a million-key
+// zone took minutes. Pages now stop short of the end (stops.go), which
+// leaves the count of the first page alone; a page is about 15 MiB. An
+// etcd grpc-proxy keeps every page it passes on, up to 2,048 of them,
+// whatever their size: through proxies pages should be small.
 const PageSize = 50_000
 
 // RevisionStep is the grain of the revisions loads are made at. A load
@@ -258,6 +261,16 @@ func (s *Store) WatchOn(eps []Endpoint, l Liveness) {
 // fleet started at once (a DaemonSet rollout, a cluster restart) does not
 // read etcd all in the same instant. Call it before Run.
 func (s *Store) SpreadStart(d time.Duration) { s.startJitter = max(d, 0) }
+
+// SetPageSize makes each range read of a load ask for at most n keys
+// (PageSize by default; n below 1 leaves it). An etcd grpc-proxy caches up
+// to 2,048 responses whatever their size, so through proxies pages should
+// be small (docs/fleet.md). Call it before Run.
+func (s *Store) SetPageSize(n int64) {
+	if n > 0 {
+		s.pageSize = n
+	}
+}
 
 // staleness is how long the snapshot may have been behind: the time since
 // another endpoint reported a revision the stream has not shown yet, or
