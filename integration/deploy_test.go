@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -716,6 +717,11 @@ func deployCheckProxy(t *testing.T, objs []*unstructured.Unstructured) {
 		case "DaemonSet":
 			if got != "["+deployProxyEndpoint+"]" {
 				t.Errorf("%s %s: etcd.endpoints %s, want only the proxy Service %s", w.kind, w.name, got, deployProxyEndpoint)
+			}
+			// The proxy caches 2,048 responses whatever their size.
+			v := fmt.Sprint(configOf(w)["dnsd"]["page-size"])
+			if page, err := strconv.Atoi(v); err != nil || page < 1 || page > 1000 {
+				t.Errorf("%s %s: dnsd.page-size %s, want at most 1000 through the proxy", w.kind, w.name, v)
 			}
 		default:
 			// The few Deployment replicas stay on the members.

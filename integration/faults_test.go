@@ -746,8 +746,9 @@ func faultTxn(ctx context.Context, cli *clientv3.Client, old, new []keys.Record)
 	return err
 }
 
-// faultDnsd is startDnsd with the etcd endpoint given: a proxy's.
-func faultDnsd(t *testing.T, endpoint string) *dnsdInstance {
+// faultDnsd is startDnsd with the etcd endpoint given (a proxy's) and
+// extra flags.
+func faultDnsd(t *testing.T, endpoint string, extra ...string) *dnsdInstance {
 	t.Helper()
 	d := &dnsdInstance{
 		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
@@ -758,6 +759,7 @@ func faultDnsd(t *testing.T, endpoint string) *dnsdInstance {
 		"--dnsd.listen=" + d.Addr,
 		"--dnsd.metrics-listen=" + strings.TrimPrefix(d.Metrics, "http://"),
 	}
+	args = append(args, extra...)
 	d.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), args, nil, func() error {
 		return harness.HTTPOK(d.Metrics + "/readyz")
 	})
