@@ -90,7 +90,10 @@ func TestFleet(t *testing.T) {
 		changes:  env(t, "CHANGES", 100),
 		duration: time.Duration(env(t, "DURATION", 10)) * time.Second,
 		jitter:   env(t, "START_JITTER_MS", -1),
-		pin:      env(t, "PIN", 0) == 1,
+		// As overlays/node-local-proxied: the proxy keeps 2,048 pages
+		// whatever their size.
+		proxyPage: env(t, "PROXY_PAGE_SIZE", 1000),
+		pin:       env(t, "PIN", 0) == 1,
 	}
 	if base.pin {
 		// The CPUs this process may use, which in a container need not be
@@ -146,8 +149,8 @@ func TestFleet(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s. %s\n\n",
-		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, pinned)
+	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s; through a proxy, pages of %d keys (dnsd.page-size, as overlays/node-local-proxied). %s\n\n",
+		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, base.proxyPage, pinned)
 	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | frontend CPU p50 / max while probed | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontend RSS p50 / max (anonymous p50 / max) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -264,6 +267,7 @@ type frontend struct {
 type fleet struct {
 	n, proxies, members, writers, services, changes int
 	jitter                                          int // dnsd's start jitter in ms; < 0: its default
+	proxyPage                                       int // dnsd.page-size of the frontends on a proxy
 	pin                                             bool
 	cpus                                            []string // PIN: the CPUs the bench may use
 	duration                                        time.Duration
@@ -504,7 +508,13 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		if pin != nil {
 			bin, args = pin[0], append(append(pin[1:], dnsd), args...)
 		}
-		p := harness.StartProcess(t, bin, args, append([]string{"GOMAXPROCS=1"}, strings.Fields(os.Getenv("DNSD_ENV"))...), nil)
+		environ := []string{"GOMAXPROCS=1"}
+		if k > 0 {
+			// The environment, not a flag: a build from before the
+			// setting (ETCDNS_BIN_DIR) ignores it.
+			environ = append(environ, fmt.Sprintf("ETCDNS_DNSD_PAGE_SIZE=%d", f.proxyPage))
+		}
+		p := harness.StartProcess(t, bin, args, append(environ, strings.Fields(os.Getenv("DNSD_ENV"))...), nil)
 		fes[i] = frontend{p: p, addr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port}, metrics: murl}
 	}
 	defer func() {

@@ -28,6 +28,8 @@
 # PIN=1      a core of its own for each etcd member, each proxy and the bench
 #            process (writers, prober); the frontends share the rest
 # START_JITTER_MS  the frontends' --dnsd.start-jitter in ms (default: dnsd's)
+# PROXY_PAGE_SIZE  dnsd.page-size of the frontends on the proxy path (default
+#            1000, as overlays/node-local-proxied; the direct ones keep dnsd's)
 # DNSD_ENV   "K=V ..." the frontends' environment besides GOMAXPROCS=1, such
 #            as a GOMEMLIMIT
 # STORM_LIMIT seconds the cold start may take before the row reports the
