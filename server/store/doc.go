@@ -95,12 +95,14 @@
 // restart) must not crowd out the publishers' writes. The first load waits
 // a random time up to the start jitter; every retry of a load and every
 // watch restart backs off exponentially with jitter. The load reads in
-// large pages (see PageSize), every one serializable, which any member
-// serves from its own store, at one revision: the cluster's, read with one
-// linearizable request, rounded down to a multiple of RevisionStep. So the
-// frontends starting together ask for the same pages, and an etcd
-// grpc-proxy answers those asked for after the first answer from its
-// cache; each watch replays the few transactions since.
+// pages of dnsd.page-size keys (large by default, PageSize; small through
+// an etcd grpc-proxy, which keeps every page it passes on), every one
+// serializable, which any member serves from its own store, at one
+// revision: the cluster's, read with one linearizable request, rounded
+// down to a multiple of RevisionStep. So the frontends starting together
+// ask for the same pages, and an etcd grpc-proxy answers those asked for
+// after the first answer from its cache; each watch replays the few
+// transactions since.
 // Every page after the first stops where about a page of keys is expected
 // to end (stops.go), because etcd counts each limited read's keys to its
 // stop: read to the zone's end, the pages of a million-key zone made it
