@@ -95,6 +95,9 @@ func TestFleet(t *testing.T) {
 		proxyPage: env(t, "PROXY_PAGE_SIZE", 1000),
 		pin:       env(t, "PIN", 0) == 1,
 	}
+	if base.proxyPage < 1 {
+		t.Fatalf("PROXY_PAGE_SIZE=%d: dnsd.page-size must be at least 1", base.proxyPage)
+	}
 	if base.pin {
 		// The CPUs this process may use, which in a container need not be
 		// 0..N-1; read before a run pins it to one of them.
@@ -149,7 +152,7 @@ func TestFleet(t *testing.T) {
 			}
 		}
 	}
-	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s; through a proxy, pages of %d keys (dnsd.page-size, as overlays/node-local-proxied). %s\n\n",
+	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s; through a proxy, pages of %d keys (dnsd.page-size, as overlays/node-local-proxied; a build from before the setting reads 50,000). %s\n\n",
 		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, base.proxyPage, pinned)
 	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | frontend CPU p50 / max while probed | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontend RSS p50 / max (anonymous p50 / max) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

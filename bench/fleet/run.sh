@@ -29,7 +29,9 @@
 #            process (writers, prober); the frontends share the rest
 # START_JITTER_MS  the frontends' --dnsd.start-jitter in ms (default: dnsd's)
 # PROXY_PAGE_SIZE  dnsd.page-size of the frontends on the proxy path (default
-#            1000, as overlays/node-local-proxied; the direct ones keep dnsd's)
+#            1000, as overlays/node-local-proxied; the direct ones keep dnsd's).
+#            A build from before the setting (ETCDNS_BIN_DIR) ignores it and
+#            reads 50,000: set 50000 to compare such a build like for like
 # DNSD_ENV   "K=V ..." the frontends' environment besides GOMAXPROCS=1, such
 #            as a GOMEMLIMIT
 # STORM_LIMIT seconds the cold start may take before the row reports the
