@@ -221,3 +221,25 @@ func TestLoadReadsPagesOfTheSetSize(t *testing.T) {
 		t.Fatalf("cluster.local read with limits %v, want %d reads or more, each of %d keys", limits, n/page+1, page)
 	}
 }
+
+// A store whose endpoints are not all members (a grpc-proxy, here a member
+// under a name the member list does not give) warns when its pages are
+// larger than a proxy should cache, and not when they are not.
+func TestLargePagesThroughANonMemberWarn(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	alias := strings.Replace(cli.Endpoints()[0], "127.0.0.1", "localhost", 1)
+	for _, c := range []struct {
+		page int64
+		warn bool
+	}{{PageSize, true}, {proxyPageSize, false}} {
+		var log lockedBuffer
+		s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&log, nil)))
+		s.SetPageSize(c.page)
+		s.WatchOn([]Endpoint{{Name: "alias", Client: client(t, alias)}}, DefaultLiveness)
+		runStore(t, s)
+		eventually(t, "the member list", func() bool { return strings.Contains(log.String(), "members among the watch endpoints") })
+		if got := strings.Contains(log.String(), "set dnsd.page-size to 1000"); got != c.warn {
+			t.Errorf("pages of %d through a non-member: warned %v, want %v; log:\n%s", c.page, got, c.warn, log.String())
+		}
+	}
+}

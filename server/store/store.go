@@ -39,6 +39,11 @@ import (
 // pages should be small (1,000 keys: 9.7 s for a million records).
 const PageSize = 50_000
 
+// proxyPageSize is the page size docs/fleet.md and
+// deploy/overlays/node-local-proxied give frontends on etcd grpc-proxies:
+// larger, a store that finds endpoints other than members says so.
+const proxyPageSize = 1000
+
 // RevisionStep is the grain of the revisions loads are made at. A load
 // learns the cluster's revision with one linearizable read, then reads
 // every page at that revision rounded down to a multiple of the step, so
@@ -368,6 +373,9 @@ func (s *Store) learnMembers(ctx context.Context) {
 				}
 			}
 			s.log.Info("etcd members among the watch endpoints", "members", named, "endpoints", len(s.endpoints))
+			if len(named) < len(s.endpoints) && s.pageSize > proxyPageSize {
+				s.log.Warn("some etcd endpoints are not members: an etcd grpc-proxy keeps up to 2,048 of the pages a load reads, whatever their size; through proxies set dnsd.page-size to 1000 (docs/fleet.md)", "page_size", s.pageSize, "members", named, "endpoints", len(s.endpoints))
+			}
 			return
 		}
 		if !sleep(ctx, jitter(wait)) {
