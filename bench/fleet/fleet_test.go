@@ -24,9 +24,12 @@
 package fleetbench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -154,8 +157,8 @@ func TestFleet(t *testing.T) {
 	}
 	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s; through a proxy, pages of %d keys (dnsd.page-size, as overlays/node-local-proxied; a build from before the setting reads 50,000). %s\n\n",
 		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, base.proxyPage, pinned)
-	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | frontend CPU p50 / max while probed | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontend RSS p50 / max (anonymous p50 / max) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | frontend CPU p50 / max while probed | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontends' watch restarts by reason | frontend RSS p50 / max (anonymous p50 / max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r.row)
 	}
@@ -544,8 +547,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
 				t.Logf("a frontend not ready, the end of its log:\n%s", strings.Join(lines[max(len(lines)-8, 0):], "\n"))
 			}
-			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | - | %s | %.1f / - ms | - | - | - | - | - | - | - | - |",
-				n, path, len(pending), n, limit, loadRetries(fes), proxyCache(pxs), float64(pct(ws, 99))/1e6)}
+			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | - | %s | %.1f / - ms | - | - | - | - | - | - | - | - | %s | - |",
+				n, path, len(pending), n, limit, loadRetries(fes), proxyCache(pxs), float64(pct(ws, 99))/1e6, watchRestarts(fes))}
 		}
 		pending = stillStarting(pending, storm.Add(limit))
 		time.Sleep(20 * time.Millisecond)
@@ -702,6 +705,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		watchers += harness.Metric(e, "etcd_debugging_mvcc_watcher_total")
 	}
 
+	restarts := watchRestarts(fes)
+
 	var rss, anon []float64
 	for _, f := range fes {
 		m := f.p.Memory()
@@ -725,10 +730,10 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms%s | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.1f / %.1f ms/s | %s | %s | %.0f | %.1f / %.1f MiB (anon %.1f / %.1f) |",
+	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms%s | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.1f / %.1f ms/s | %s | %s | %.0f | %s | %.1f / %.1f MiB (anon %.1f / %.1f) |",
 		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)), failed,
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
-		slowest, ms(slowP99), fcpu[len(fcpu)/2], fcpu[len(fcpu)-1], strings.Join(ecpu, " + "), proxyCol, watchers, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
+		slowest, ms(slowP99), fcpu[len(fcpu)/2], fcpu[len(fcpu)-1], strings.Join(ecpu, " + "), proxyCol, watchers, restarts, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
 }
 
@@ -760,6 +765,49 @@ func loadRetries(fes []frontend) int {
 		}
 	})
 	return int(total.Load())
+}
+
+// watchRestarts sums etcdns_dnsd_watch_restarts_total over the frontends
+// by reason, read once from each: a watch dropped after ready (a
+// progress_timeout through a busy proxy, say) shows here and nowhere else
+// in the row.
+func watchRestarts(fes []frontend) string {
+	const name = "etcdns_dnsd_watch_restarts_total{reason=\""
+	var mu sync.Mutex
+	total := map[string]float64{}
+	askMany(fes, 64, time.Time{}, func(_ int, fe frontend) {
+		resp, err := http.Get(fe.metrics + "/metrics")
+		if err != nil {
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			rest, ok := strings.CutPrefix(sc.Text(), name)
+			if !ok {
+				continue
+			}
+			reason, v, ok := strings.Cut(rest, "\"} ")
+			n, err := strconv.ParseFloat(v, 64)
+			if !ok || err != nil {
+				continue
+			}
+			mu.Lock()
+			total[reason] += n
+			mu.Unlock()
+		}
+	})
+	var out []string
+	for _, r := range slices.Sorted(maps.Keys(total)) {
+		if total[r] > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f", r, total[r]))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
 }
 
 // pct is the p-th percentile (nearest rank) of ds; -1 if empty.
