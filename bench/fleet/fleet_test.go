@@ -323,7 +323,7 @@ func stormLimit(t *testing.T) time.Duration {
 // 1,000 frontends never reported (bench/README.md, stop 34).
 func stillStarting(pending []frontend, deadline time.Time) []frontend {
 	ready := make([]bool, len(pending))
-	askMany(pending, 32, deadline, func(i int, fe frontend) {
+	askMany(pending, 128, deadline, func(i int, fe frontend) {
 		ready[i] = harness.HTTPOK(fe.metrics+"/readyz") == nil
 	})
 	var out []frontend
@@ -543,12 +543,17 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				path = fmt.Sprintf("%d grpc-proxy", k)
 			}
 			ws := writes.between(storm, time.Now())
+			// A last pass over every one still pending, given time of its
+			// own: a round cut short by the limit leaves some unasked,
+			// and starved frontends answer late.
+			pending = stillStarting(pending, time.Now().Add(30*time.Second))
+			cpu := frontendCPU(fes)
 			if tail, err := os.ReadFile(pending[0].p.LogPath); err == nil {
 				lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
 				t.Logf("a frontend not ready, the end of its log:\n%s", strings.Join(lines[max(len(lines)-8, 0):], "\n"))
 			}
-			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | - | %s | %.1f / - ms | - | - | - | - | - | - | - | - | %s | - |",
-				n, path, len(pending), n, limit, loadRetries(fes), proxyCache(pxs), float64(pct(ws, 99))/1e6, watchRestarts(fes))}
+			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d page retries) | %.2f / %.2f s | %s | %.1f / - ms | - | - | - | - | - | - | - | - | %s | - |",
+				n, path, len(pending), n, limit, loadRetries(fes), cpu[len(cpu)/2], cpu[len(cpu)-1], proxyCache(pxs), float64(pct(ws, 99))/1e6, watchRestarts(fes))}
 		}
 		pending = stillStarting(pending, storm.Add(limit))
 		time.Sleep(20 * time.Millisecond)
@@ -556,11 +561,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	coldStart := time.Since(storm)
 	// What a frontend's start cost it, the load above all: read as the
 	// last one turns ready, so the first ones' watches add a little.
-	var startCPU []float64
-	for _, f := range fes {
-		startCPU = append(startCPU, harness.ProcCPU(f.p.Pid()).Seconds())
-	}
-	slices.Sort(startCPU)
+	startCPU := frontendCPU(fes)
 	stormWrites := writes.between(storm, storm.Add(coldStart))
 	retried := loadRetries(fes)
 	cached := proxyCache(pxs)
@@ -737,6 +738,16 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
 }
 
+// frontendCPU is each frontend's CPU seconds so far, sorted.
+func frontendCPU(fes []frontend) []float64 {
+	var out []float64
+	for _, f := range fes {
+		out = append(out, harness.ProcCPU(f.p.Pid()).Seconds())
+	}
+	slices.Sort(out)
+	return out
+}
+
 // proxyCache is how many reads the proxies answered from their caches and
 // how many they passed to etcd: in a storm, the loads' pages at a shared
 // revision (dnsd's store.RevisionStep) that one frontend's read brought in.
@@ -776,7 +787,13 @@ func watchRestarts(fes []frontend) string {
 	var mu sync.Mutex
 	total := map[string]float64{}
 	askMany(fes, 64, time.Time{}, func(_ int, fe frontend) {
-		resp, err := http.Get(fe.metrics + "/metrics")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fe.metrics+"/metrics", nil)
+		if err != nil {
+			return
+		}
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return
 		}
