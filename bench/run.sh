@@ -105,7 +105,7 @@ version() { "$@" 2>&1 | head -1; }
 	echo "Every frontend a real dnsd (GOMAXPROCS=1) on this machine, so the frontends, etcd and the proxies share its cores;"
 	echo "docs/fleet.md has the capacity plan built from the fitted model. The 16-core targets of issue 18 (1,000 frontends)"
 	echo "are not measured here: this machine holds about 100. bench/README.md has the runs on a lent 16-core machine (stop 40:"
-	echo "750 frontends at 100 changes/s p99 77.5 ms, 1,000 at 20 changes/s p99 58.3 ms, every member under 0.17 core; 1,000 at"
+	echo "750 frontends at 100 changes/s p99 77.5 ms, 1,000 at 20 changes/s p99 58.3 ms, no member over 0.17 core; 1,000 at"
 	echo "100 changes/s not met, the frontends' shared cores saturated)."
 	echo
 	for f in fleet1 fleet3 fleet100k; do
