@@ -6,9 +6,11 @@
 //	go run ./bench/publisher                         # small, for CI
 //	go run ./bench/publisher -services 10000 -endpoints 10 -rate 1000
 //
-// etcd is the binary hack/tools.sh installs, started on loopback ports in a
-// temp dir (-embedded runs it in this process instead, as `make run` does;
-// -etcd http://127.0.0.1:2379 uses an existing, empty one). Run it from the
+// etcd is the binary hack/tools.sh installs (or the one in ETCDNS_TOOLS_DIR,
+// looked in first as the integration harness does: bench/remote.sh runs it
+// so on a machine without the tools), started on loopback ports in a temp
+// dir (-embedded runs it in this process instead, as `make run` does; -etcd
+// http://127.0.0.1:2379 uses an existing, empty one). Run it from the
 // repository root. The
 // objects come from an in-memory source, so the figures are the publisher's
 // and etcd's, not a fake API server's.
@@ -157,6 +159,11 @@ func run(log *slog.Logger, nsvc, nep int, headless bool, rate int, duration time
 	etcdKind := "external " + endpoint
 	if endpoint == "" && !embedded {
 		bin := filepath.Join(".cache", "tools", "bin", "etcd")
+		if dir := os.Getenv("ETCDNS_TOOLS_DIR"); dir != "" {
+			if _, err := os.Stat(filepath.Join(dir, "etcd")); err == nil {
+				bin = filepath.Join(dir, "etcd")
+			}
+		}
 		if _, err := os.Stat(bin); err != nil {
 			log.Warn("no etcd binary (run hack/tools.sh); using embedded etcd", "path", bin)
 			embedded = true
