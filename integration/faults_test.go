@@ -302,6 +302,50 @@ func TestFaultCompactedWhileDisconnected(t *testing.T) {
 	}
 }
 
+// TestFaultFrozenFrontendKeepsItsWatch: a dnsd frozen (SIGSTOP) for twice
+// its liveness timeout, on a member that answers its progress requests,
+// keeps its watch when it runs again: the silence was its own, not the
+// stream's. It used to drop the watch as progress_timeout at once (every
+// time, in a hand run of three freezes): a node that starves its frontend
+// of CPU made it re-create a healthy watch, which through a grpc-proxy
+// costs the member a count of the whole prefix (docs/fleet.md).
+func TestFaultFrozenFrontendKeepsItsWatch(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	b := faultBuilder(t)
+	port := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
+	svc := func(name, ip string) []keys.Record {
+		return dnsdRecords(b.Service(dnsdService("default", name, ip, port), nil))
+	}
+	dnsdPut(t, cli, append([]keys.Record{b.Version()}, svc("kubernetes", "10.96.0.1")...))
+	d := faultDnsd(t, etcd.Endpoint)
+
+	for i := range 2 {
+		// A change after the load: the member is past the watch's start,
+		// so it answers progress requests, and silence means it stopped.
+		name, ip := fmt.Sprintf("before-%d", i), fmt.Sprintf("10.96.2.%d", i+1)
+		faultChange(t, cli, nil, svc(name, ip))
+		want := check{qname: name + ".default.svc.cluster.local.", qtype: dns.TypeA,
+			answer: []string{name + ".default.svc.cluster.local. 5 IN A " + ip}}
+		waitFor(t, 5*time.Second, func() error { return faultAnswers(d.Addr, []check{want}) })
+		time.Sleep(time.Second) // a progress request and its answer
+		d.Pause()
+		time.Sleep(3 * time.Second) // twice dnsd.watch-progress-timeout
+		d.Resume()
+		time.Sleep(2 * time.Second)
+	}
+	for _, reason := range []string{"progress_timeout", "lagging"} {
+		if n := faultMetric(t, d.Metrics, fmt.Sprintf("etcdns_dnsd_watch_restarts_total{reason=%q}", reason)); n != 0 {
+			t.Errorf("%v watch restarts as %s after the freezes; want none:\n%s", n, reason, faultLog(t, d.Process))
+		}
+	}
+	faultChange(t, cli, nil, svc("after", "10.96.3.1"))
+	waitFor(t, 5*time.Second, func() error {
+		return faultAnswers(d.Addr, []check{{qname: "after.default.svc.cluster.local.", qtype: dns.TypeA,
+			answer: []string{"after.default.svc.cluster.local. 5 IN A 10.96.3.1"}}})
+	})
+}
+
 // TestFaultPublisherKilledMidSync is issue 9 item 3: the publisher is
 // killed (SIGKILL) halfway through the initial sync of 10,000 services and
 // started again. etcd must end holding exactly the records keys/kube

@@ -1059,7 +1059,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		return max(due.Sub(now), time.Millisecond)
 	}
 	for {
-		check.Reset(nextCheck(time.Now()))
+		wait := nextCheck(time.Now())
+		due := time.Now().Add(wait)
+		check.Reset(wait)
 		var r result
 		select {
 		case r = <-ch:
@@ -1084,6 +1086,25 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			continue
 		case <-check.C:
 			ran = time.Now()
+			// Time past the check's due that this process did not run
+			// (frozen, starved of CPU by its node or its CPU limit, or
+			// busy applying) is not the stream's silence: the responses
+			// sent meanwhile wait unread in the socket. Counted against
+			// the stream, a frontend frozen for longer than the timeout
+			// dropped a healthy watch as soon as it ran again.
+			// The staleness metric still counts it: the snapshot did fall
+			// behind.
+			if late := ran.Sub(due); late > 0 {
+				last = last.Add(late)
+				for _, t := range []*time.Time{&asked, &past} {
+					if !t.IsZero() {
+						*t = t.Add(late)
+					}
+				}
+				if s.behind != 0 {
+					s.behindSince = s.behindSince.Add(late)
+				}
+			}
 			s.caughtUp(shown)
 			// A stopped member or proxy refuses the connection at once,
 			// but etcd's client only retries it, on the same endpoint,
