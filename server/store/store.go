@@ -1059,8 +1059,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		return max(due.Sub(now), time.Millisecond)
 	}
 	for {
-		wait := nextCheck(time.Now())
-		due := time.Now().Add(wait)
+		now := time.Now()
+		wait := nextCheck(now)
+		due := now.Add(wait)
 		check.Reset(wait)
 		var r result
 		select {
@@ -1091,15 +1092,16 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// busy applying) is not the stream's silence: the responses
 			// sent meanwhile wait unread in the socket. Counted against
 			// the stream, a frontend frozen for longer than the timeout
-			// dropped a healthy watch as soon as it ran again.
-			// The staleness metric still counts it: the snapshot did fall
+			// dropped a healthy watch as soon as it ran again. The
+			// staleness metric still counts it: the snapshot did fall
 			// behind.
 			if late := ran.Sub(due); late > 0 {
 				last = last.Add(late)
-				for _, t := range []*time.Time{&asked, &past} {
-					if !t.IsZero() {
-						*t = t.Add(late)
-					}
+				if !asked.IsZero() {
+					asked = asked.Add(late)
+				}
+				if !past.IsZero() {
+					past = past.Add(late)
 				}
 				if s.behind != 0 {
 					s.behindSince = s.behindSince.Add(late)
