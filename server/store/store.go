@@ -1088,8 +1088,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		case <-check.C:
 			ran = time.Now()
 			// Time past the check's due that this process did not run
-			// (frozen, starved of CPU by its node or its CPU limit, or
-			// busy applying) is not the stream's silence: the responses
+			// (frozen, or starved of CPU by its node, its CPU limit or
+			// its own queries) is not the stream's silence: the responses
 			// sent meanwhile wait unread in the socket. Counted against
 			// the stream, a frontend frozen for longer than the timeout
 			// dropped a healthy watch as soon as it ran again. The
