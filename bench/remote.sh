@@ -61,12 +61,22 @@ pack() {
   cp .cache/tools/bin/etcd "$dir/tools/"
   for bench in $list; do
     case "$bench" in
-      cores) CGO_ENABLED=0 go test -c -tags bench -trimpath -ldflags='-s -w' -o "$dir/bin/$(binary cores)" ./bench/dnsd ;;
+      cores)
+        CGO_ENABLED=0 go test -c -tags bench -trimpath -ldflags='-s -w' -o "$dir/bin/$(binary cores)" ./bench/dnsd
+        pack_peers
+        ;;
       fleet | changecpu) CGO_ENABLED=0 go test -c -tags bench -trimpath -ldflags='-s -w' -o "$dir/bin/$(binary "$bench")" "./bench/$bench" ;;
       publisher) CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$dir/bin/$(binary publisher)" ./bench/publisher ;;
     esac
   done
-  grep -qx cores <<<"$list" || { pack_archive "$out"; return; }
+  mkdir -p "$(dirname "$out")"
+  tar -C "$dir" -cf - . | xz -T0 -6 >"$out"
+  ls -l "$out"
+}
+
+# pack_peers puts knotd and dnsperf in the archive's directory, for the
+# core-scaling bench.
+pack_peers() {
   local tool lib
   for tool in knotd dnsperf; do
     cp "$(PATH="$PATH:/usr/sbin:/sbin" command -v "$tool")" "$dir/real/$tool"
@@ -82,13 +92,6 @@ exec "\$d/lib/ld-linux-x86-64.so.2" --library-path "\$d/lib" "\$d/real/$tool" "\
 EOF
     chmod +x "$dir/sys/$tool"
   done
-  pack_archive "$out"
-}
-
-pack_archive() {
-  mkdir -p "$(dirname "$1")"
-  tar -C "$dir" -cf - . | xz -T0 -6 >"$1"
-  ls -l "$1"
 }
 
 run() {
