@@ -302,6 +302,83 @@ func TestFaultCompactedWhileDisconnected(t *testing.T) {
 	}
 }
 
+// TestFaultResumeAfterWritesItDoesNotServe: a writer's resync (every
+// record written again as it is, as kube2sky's did) and another cluster's
+// zone under the same prefix change nothing dnsd serves: the zone's SOA
+// serial stays where the last real change put it. They still move its
+// watch on: cut from etcd after etcd has compacted past them (as the API
+// server's etcd does every five minutes), dnsd resumes the watch where it
+// left off. It resumed from the last revision that had changed a served
+// record, compacted away, and relisted every zone.
+func TestFaultResumeAfterWritesItDoesNotServe(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	b := faultBuilder(t)
+	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
+	svc := func(name, ip string) []keys.Record {
+		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
+	}
+	recs := append([]keys.Record{b.Version()}, svc("web", "10.96.1.10")...)
+	dnsdPut(t, cli, recs)
+	proxy := harness.StartProxy(t, strings.TrimPrefix(etcd.Endpoint, "http://"))
+	d := faultDnsd(t, "http://"+proxy.Addr)
+	web := []check{{qname: "web.default.svc.cluster.local.", qtype: dns.TypeA,
+		answer: []string{"web.default.svc.cluster.local. 5 IN A 10.96.1.10"}}}
+	if err := faultAnswers(d.Addr, web); err != nil {
+		t.Fatal(err)
+	}
+	serial := func() uint32 {
+		t.Helper()
+		m := dnsdAsk(t, "udp", d.Addr, "cluster.local.", dns.TypeSOA, 0)
+		if len(m.Answer) != 1 {
+			t.Fatalf("SOA of cluster.local: %v", m)
+		}
+		return m.Answer[0].(*dns.SOA).Serial
+	}
+	before := serial()
+
+	var last int64
+	for range 3 {
+		last = dnsdPut(t, cli, recs)
+	}
+	for i := range 5 {
+		r, err := cli.Put(context.Background(), fmt.Sprintf("/skydns/local/east/svc/default/s%d/x", i), `{"host":"10.0.0.1"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Header.Revision
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if got := faultMetric(t, d.Metrics, "etcdns_dnsd_etcd_revision"); got < float64(last) {
+			return fmt.Errorf("dnsd at revision %v, want %d", got, last)
+		}
+		return nil
+	})
+	if got := serial(); got != before {
+		t.Errorf("SOA serial %d after writes that changed nothing served, want %d as before", got, before)
+	}
+
+	etcd.Compact(t)
+	proxy.Cut()
+	time.Sleep(500 * time.Millisecond)
+	proxy.Restore()
+	faultChange(t, cli, svc("web", "10.96.1.10"), svc("web", "10.96.1.11"))
+	waitFor(t, 10*time.Second, func() error {
+		return faultAnswers(d.Addr, []check{{qname: "web.default.svc.cluster.local.", qtype: dns.TypeA,
+			answer: []string{"web.default.svc.cluster.local. 5 IN A 10.96.1.11"}}})
+	})
+	log := faultLog(t, d.Process)
+	if !strings.Contains(log, "watch lost; resuming") {
+		t.Errorf("dnsd's watch did not restart when cut, so this tests nothing:\n%s", log)
+	}
+	if n := faultMetric(t, d.Metrics, `etcdns_dnsd_watch_restarts_total{reason="compacted"}`); n != 0 || strings.Contains(log, "relisted all zones") {
+		t.Errorf("dnsd relisted (%v compacted watches) after a cut; want its watch resumed:\n%s", n, log)
+	}
+	if got := serial(); got == before {
+		t.Errorf("SOA serial %d after a change, want it moved", got)
+	}
+}
+
 // TestFaultFrozenFrontendKeepsItsWatch: a dnsd frozen (SIGSTOP) for twice
 // its liveness timeout, on a member that answers its progress requests,
 // keeps its watch when it runs again: the silence was its own, not the

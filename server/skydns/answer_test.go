@@ -233,6 +233,38 @@ func TestTreeCopyOnWrite(t *testing.T) {
 	}
 }
 
+// A batch that puts values as the tree holds them, deletes keys it does
+// not hold and writes malformed values over nothing changes nothing (a
+// writer's resync); one change among them is a change, and the rest of
+// the batch still applies over it.
+func TestTreeBatchOfHeldValuesChangesNothing(t *testing.T) {
+	old := tree(t, map[string]string{"a.example.org.": `{"host":"10.0.0.1"}`, "b.example.org.": `{"host":"b.example.net","port":80}`})
+	b := old.Edit()
+	for _, kv := range [][2]string{{"/skydns/org/example/a", `{"host":"10.0.0.1"}`}, {"/skydns/org/example/b", `{"host":"b.example.net","port":80}`}, {"/skydns/org/example/c", `not json`}} {
+		_ = b.Put(kv[0], []byte(kv[1]))
+	}
+	b.Delete("/skydns/org/example/d")
+	if b.Changed() || b.Done() != old {
+		t.Fatal("a batch of held values changed the tree")
+	}
+	b = old.Edit()
+	b.Delete("/skydns/org/example/a")
+	if err := b.Put("/skydns/org/example/a", []byte(`{"host":"10.0.0.1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Put("/skydns/org/example/b", []byte(`{"host":"b.example.net","port":81}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Changed() {
+		t.Fatal("a new port is no change")
+	}
+	next := b.Done()
+	expect(t, "new", answer(next, "a.example.org.", dns.TypeA).Answer, "a.example.org. 300 IN A 10.0.0.1")
+	if it, _ := next.Get("/skydns/org/example/b"); it.Port != 81 {
+		t.Errorf("b's port %d, want 81", it.Port)
+	}
+}
+
 // FuzzDecodeAnswer: whatever a value holds, decoding and answering from
 // it never panics.
 func FuzzDecodeAnswer(f *testing.F) {

@@ -135,15 +135,31 @@ func (t *Tree) Edit() *Batch { return &Batch{base: t, changes: map[string]*Servi
 func (b *Batch) Put(key string, value []byte) error {
 	s, err := Decode(value)
 	if err != nil {
-		b.changes[strings.Clone(key)] = nil
+		b.set(key, nil)
 		return err
 	}
-	b.changes[strings.Clone(key)] = &s
+	b.set(key, &s)
 	return nil
 }
 
 // Delete removes key.
-func (b *Batch) Delete(key string) { b.changes[strings.Clone(key)] = nil }
+func (b *Batch) Delete(key string) { b.set(key, nil) }
+
+// set makes s (nil: nothing) the value of key. What the tree holds already
+// is no change: a writer that puts every value again (a resync) leaves the
+// tree, and the snapshot's answer cache, as they were.
+func (b *Batch) set(key string, s *Service) {
+	if _, pending := b.changes[key]; !pending {
+		it, held := b.base.Get(key)
+		if held && s != nil && it.Service == *s || !held && s == nil {
+			return
+		}
+	}
+	b.changes[strings.Clone(key)] = s
+}
+
+// Changed reports whether the batch holds a change.
+func (b *Batch) Changed() bool { return len(b.changes) > 0 }
 
 // Done returns the new tree. Each chunk a change falls in is merged with
 // its sorted changes into a new chunk (cut when it grows past twice

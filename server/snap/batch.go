@@ -61,14 +61,14 @@ func (b *Batch) own() {
 	}
 }
 
-// shard returns the batch's own table of name's shard, and name's hash.
-func (b *Batch) shard(name string) (*table, uint64) {
+// shard returns the batch's own table of the shard of a name whose hash is
+// h.
+func (b *Batch) shard(h uint64) *table {
 	if b.copied == nil {
 		b.z.names = slices.Clone(b.z.names)
 		b.copied = make([]uint64, len(b.z.names))
 		b.leaves = make([]uint64, (len(b.z.names)+63)/64)
 	}
-	h := hashOf(name)
 	i := b.z.shardOf(h)
 	l, j := i/leafSize, i%leafSize
 	if b.leaves[l/64]&(1<<(l%64)) == 0 {
@@ -82,17 +82,23 @@ func (b *Batch) shard(name string) (*table, uint64) {
 		b.copied[l] |= 1 << j
 		b.z.copies++
 	}
-	return *t, h
+	return *t
 }
 
 // mutable returns the batch's own copy of name's node, making the node
 // (and, through link, its parents) if it does not exist.
 func (b *Batch) mutable(name string) *Node {
-	t, h := b.shard(name)
-	n := t.get(name, h)
+	h := hashOf(name)
+	return b.mutableAt(name, h, b.z.nodeAt(name, h))
+}
+
+// mutableAt is mutable of a name whose hash is h and whose node is n (nil:
+// none), as found before the shard was copied: a copy holds the same nodes.
+func (b *Batch) mutableAt(name string, h uint64, n *Node) *Node {
 	if n != nil && n.batch == b.id {
 		return n
 	}
+	t := b.shard(h)
 	c := &Node{Name: name, batch: b.id, line: b.z.line}
 	if n != nil {
 		c.one, c.kids = n.one, n.kids
@@ -125,18 +131,26 @@ func (b *Batch) link(name string, delta int32) {
 }
 
 func (b *Batch) drop(n *Node) {
-	t, h := b.shard(n.Name)
-	t.delete(n.Name, h)
+	h := hashOf(n.Name)
+	b.shard(h).delete(n.Name, h)
 	b.link(n.Name, -1)
 }
 
 // Put stores an entry of owner, as Parse made it, replacing the one with
-// the same ID.
+// the same ID. An entry the name already holds as it is changes nothing:
+// no node or shard is copied for it, and a batch of nothing else leaves
+// its zone as it was (Changed). Writers that put every record again (a
+// kube2sky resync, a full reconcile) then cost a frontend a lookup a key.
 func (b *Batch) Put(owner string, e Entry) {
 	if e.typ == 0 {
 		return // no value: a node takes a typeless entry for no entry
 	}
-	n := b.mutable(owner)
+	h := hashOf(owner)
+	n := b.z.nodeAt(owner, h)
+	if n != nil && n.batch != b.id && n.holds(&e) {
+		return
+	}
+	n = b.mutableAt(owner, h, n)
 	es := n.Entries()
 	if len(es) == 0 {
 		n.one[0] = e
@@ -169,7 +183,9 @@ func (b *Batch) Delete(owner, id string) {
 
 func byID(e Entry, id string) int { return e.compareID(id) }
 
-// Done finishes the batch and returns the new zone.
+// Done finishes the batch and returns the new zone. A caller applying
+// changes keeps the zone it began with instead when the batch changed
+// nothing (Changed): a load's serial is its revision even if it is empty.
 func (b *Batch) Done(serial uint32) *Zone {
 	suffix := ".pod." + b.z.Name
 	for _, n := range b.touched {
@@ -188,6 +204,12 @@ func (b *Batch) Done(serial uint32) *Zone {
 	z := b.z
 	b.z, b.touched = nil, nil // a batch is used once
 	return z
+}
+
+// Changed reports whether the batch has changed anything in its zone so
+// far: its names (a shard of them copied), its stubs, or its SkyDNS tree.
+func (b *Batch) Changed() bool {
+	return b.copied != nil || b.stubsCopied || b.skyBatch != nil && b.skyBatch.Changed()
 }
 
 // split regroups a zone that has outgrown its shards into as many as its

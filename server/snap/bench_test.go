@@ -26,7 +26,9 @@ func BenchmarkBatch(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				key := fmt.Sprintf("/skydns/local/cluster/svc/ns%d/s%d/x", i%50, i%n)
-				owner, e, _ := z.Parse(key, []byte(`{"host":"10.99.0.1"}`))
+				// Each round over the names writes another address: a
+				// value written again as held is no change (Put).
+				owner, e, _ := z.Parse(key, fmt.Appendf(nil, `{"host":"10.99.0.%d"}`, i/n%250+1))
 				bt := z.Edit()
 				bt.Put(owner, e)
 				z = bt.Done(uint32(i))

@@ -209,7 +209,11 @@ func (z *Zone) Node(name string) *Node {
 	if len(z.names) == 0 {
 		return nil // a zone made without NewZone, such as an answer engine's synthesized one
 	}
-	h := hashOf(name)
+	return z.nodeAt(name, hashOf(name))
+}
+
+// nodeAt is Node of a name whose hash is h.
+func (z *Zone) nodeAt(name string, h uint64) *Node {
 	i := z.shardOf(h)
 	return z.names[i/leafSize][i%leafSize].get(name, h)
 }
@@ -288,6 +292,13 @@ func (n *Node) setEntries(es []Entry) {
 	}
 }
 
+// holds reports whether e is among the node's entries as it is.
+func (n *Node) holds(e *Entry) bool {
+	es := n.Entries()
+	i, found := slices.BinarySearchFunc(es, e.ID(), byID)
+	return found && es[i].same(e)
+}
+
 // Version tells one content of a name from every other: two nodes of a
 // name have the same Version exactly when one snapshot shares the other's
 // node. A batch copies a node to change it, and a published node never
@@ -328,6 +339,13 @@ type Entry struct {
 	// packed id, the plain one its Origin holds: so the entry needs no
 	// second pointer for its origin. nil only in the zero Entry.
 	x *extra
+}
+
+// same reports whether e and o are the same record: every answer built
+// from one is built from the other.
+func (e *Entry) same(o *Entry) bool {
+	return e.addr == o.addr && e.id == o.id && e.typ == o.typ && e.ttl == o.ttl &&
+		(e.x == o.x || e.x != nil && o.x != nil && *e.x == *o.x)
 }
 
 // extra is the part of an entry most records do without, and its origin.

@@ -300,3 +300,57 @@ func TestSRVTargetSharesItsOwnersName(t *testing.T) {
 		}
 	}
 }
+
+// A value put again as the name already holds it copies nothing and is no
+// change (the store keeps the zone, and its serial, as they were); a value
+// that differs in anything an answer shows is a change.
+func TestPutOfAHeldValueChangesNothing(t *testing.T) {
+	held := map[string]string{
+		"/skydns/local/cluster/svc/ns/a/x1":            `{"host":"10.0.0.1"}`,
+		"/skydns/local/cluster/svc/ns/b/_tcp/_http/x1": `{"host":"a.ns.svc.cluster.local","port":80}`,
+		"/skydns/local/cluster/svc/ns/c/x1":            `{"host":"10.0.0.3","ttl":30}`,
+		"/skydns/local/cluster/svc/ns/d/x1":            `{"host":"10.0.0.4","cluster":"east"}`,
+		"/skydns/local/cluster/svc/ns/e/x1":            `{"host":"10.0.0.5"}`,
+		"/skydns/local/cluster/svc/ns/e/x2":            `{"host":"10.0.0.6"}`,
+		"/skydns/local/cluster/svc/ns/f/txt":           `{"text":"hello"}`,
+	}
+	z0 := NewZone(cfg)
+	b := z0.Edit()
+	for k, v := range held {
+		put(t, z0, b, k, v)
+	}
+	z1 := b.Done(7)
+
+	b = z1.Edit()
+	for k, v := range held {
+		put(t, z1, b, k, v)
+	}
+	if b.Changed() {
+		t.Fatal("putting every held value again changed the zone")
+	}
+
+	for key, value := range map[string]string{
+		"/skydns/local/cluster/svc/ns/a/x1":            `{"host":"10.0.0.9"}`,
+		"/skydns/local/cluster/svc/ns/b/_tcp/_http/x1": `{"host":"a.ns.svc.cluster.local","port":81}`,
+		"/skydns/local/cluster/svc/ns/c/x1":            `{"host":"10.0.0.3","ttl":31}`,
+		"/skydns/local/cluster/svc/ns/d/x1":            `{"host":"10.0.0.4","cluster":"west"}`,
+		"/skydns/local/cluster/svc/ns/e/x2":            `{"host":"10.0.0.7"}`,
+		"/skydns/local/cluster/svc/ns/f/txt":           `{"text":"hello, world"}`,
+		"/skydns/local/cluster/svc/ns/a/x2":            `{"host":"10.0.0.1"}`, // the same value under another id
+	} {
+		b := z1.Edit()
+		put(t, z1, b, key, value)
+		if !b.Changed() {
+			t.Errorf("%s = %s: not a change", key, value)
+			continue
+		}
+		owner, e, _ := z1.Parse(key, []byte(value))
+		z := b.Done(9)
+		if n := z.Node(owner); n == nil || !n.holds(&e) || z.Serial != 9 {
+			t.Errorf("%s = %s: the new zone does not hold it at serial 9", key, value)
+		}
+		if n := z1.Node(owner); n != nil && n.holds(&e) {
+			t.Errorf("%s = %s: the zone it began from holds it too", key, value)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,6 +128,84 @@ func BenchmarkApply(b *testing.B) {
 			}
 			if cpu := cpuTime() - cpu0; cpu > 0 {
 				b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/change")
+			}
+		})
+	}
+}
+
+// BenchmarkApplyService is a readdressed service as bench/fleet's writers
+// make them, in its world of ClusterIP services of one port (an A, a PTR
+// and an SRV each): the A and the SRV put (the SRV as it was), the old PTR
+// deleted and the new one put, one transaction in two zones, then packed
+// and published as the watch does. B/op is the garbage a frontend's
+// collector pays for with each change.
+func BenchmarkApplyService(b *testing.B) {
+	defer debug.SetGCPercent(debug.SetGCPercent(50)) // dnsd's (cmd/dnsd gcPercent)
+	kb, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench"}, "cluster.local")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ip := func(i int) string { return fmt.Sprintf("10.%d.%d.%d", 100+i/62500%100, i/250%250, i%250+1) }
+	records := func(name string, i int) []keys.Record {
+		addr := ip(i)
+		recs, errs := kb.Service(&corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: name},
+			Spec: corev1.ServiceSpec{ClusterIP: addr, ClusterIPs: []string{addr},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+		}, nil)
+		if len(errs) > 0 {
+			b.Fatal(errs)
+		}
+		return recs
+	}
+	const changes = 10_000 // made at a time, off the clock
+	for _, n := range []int{3334, 33334} {
+		var kvs []snap.KV
+		for i := range n {
+			for _, r := range records(fmt.Sprintf("svc-%05d", i), i) {
+				kvs = append(kvs, snap.KV{Key: r.Key, Value: r.Value.Encode()})
+			}
+		}
+		b.Run(fmt.Sprintf("records=%d", len(kvs)), func(b *testing.B) {
+			s := New(nil, dnsdZones, time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			cur, errs := snap.Build(dnsdZones, 1, kvs)
+			if len(errs) > 0 {
+				b.Fatal(errs)
+			}
+			s.publish(cur)
+			all := make([][]*mvccpb.Event, changes)
+			prepare := func(from int) {
+				for c := range all {
+					c += from
+					name, rev := fmt.Sprintf("svc-%05d", c%n), int64(c)+2
+					old, next := records(name, c), records(name, c+n)
+					evs := all[c-from][:0]
+					for _, r := range next {
+						evs = append(evs, &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: []byte(r.Key), Value: r.Value.Encode(), ModRevision: rev}})
+					}
+					for _, r := range old {
+						if !slices.ContainsFunc(next, func(x keys.Record) bool { return x.Key == r.Key }) {
+							evs = append(evs, &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: []byte(r.Key), ModRevision: rev}})
+						}
+					}
+					all[c-from] = evs
+				}
+			}
+			c := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				if c%changes == 0 {
+					b.StopTimer()
+					prepare(c)
+					b.StartTimer()
+				}
+				next, changed := s.apply(cur, all[c%changes])
+				if !changed {
+					b.Fatal("no zone changed")
+				}
+				cur, _ = next.Pack(packBusy)
+				s.publish(cur)
+				c++
 			}
 		})
 	}

@@ -17,8 +17,11 @@
 // stream itself, stream.go, and sends the request on it), and any response
 // on it (events, the answer, etcd's own progress notifications) proves it
 // alive. Quiet for the liveness timeout, the stream is dropped and the
-// watch resumes from the snapshot's revision on the next endpoint: the
-// history is still in etcd, so there is no relist; only ErrCompacted
+// watch resumes on the next endpoint after the last revision the stream
+// delivered, including writes that changed nothing served (another
+// cluster's keys under the prefix, a value written again as it was), so
+// that a compaction past the last served change does not force a relist:
+// the history is still in etcd, so there is no relist; only ErrCompacted
 // relists. The Kubernetes apiserver leans on the
 // same progress requests to prove its watch cache current before serving
 // consistent reads from it; etcd's client itself only resumes a broken

@@ -498,3 +498,53 @@ func TestWatchResumedOntoAFrozenMemberMovesOn(t *testing.T) {
 		t.Errorf("watch_endpoint{healthy} = %v, want 1", got)
 	}
 }
+
+// A watch resumes after the last revision its stream showed, not only
+// after the last one that changed a served zone: writes under the watched
+// prefix outside the zones (another cluster's, a SkyDNS zone dnsd does not
+// serve), and values written again as they were, move it on too. Resumed
+// from the snapshot's older revision after etcd had compacted past it
+// (as Kubernetes' own etcd does every five minutes), the watch failed as
+// compacted and every frontend relisted its zones.
+func TestResumeAfterChangesOutsideTheZonesDoesNotRelist(t *testing.T) {
+	for _, tc := range []struct{ name, key, value string }{
+		{"outside the zones", "/skydns/local/other/svc/ns/a/x", `{"host":"10.9.9.9"}`},
+		{"a value written again", "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := testetcd.Start(t, nil)
+			direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+			frz := startFreezer(t, direct)
+			loads := 0
+			s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			s.afterLoad = func() { loads++ }
+			live := Liveness{Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond}
+			s.WatchOn([]Endpoint{{Name: "frozen-to-be", Client: client(t, frz.l.Addr().String())}, {Name: "healthy", Client: client(t, direct)}}, live)
+			mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+			runStore(t, s)
+			served := s.Snapshot()
+
+			var last int64
+			for range 5 {
+				last = mustPut(t, cli, tc.key, tc.value)
+			}
+			eventually(t, "the writes seen", func() bool { return value(s.revision) >= float64(last) })
+			if s.Snapshot() != served {
+				t.Fatal("writes that change no served record replaced the snapshot (and its answer cache)")
+			}
+			if _, err := cli.Compact(context.Background(), last); err != nil {
+				t.Fatal(err)
+			}
+			frz.freeze()
+			mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
+			eventually(t, "the change after the freeze", func() bool { return len(addrs(s.Snapshot(), "b.ns.svc.cluster.local")) == 1 })
+			if got := value(s.restarts.WithLabelValues(ReasonCompacted)); got != 0 || loads != 1 {
+				t.Errorf("restarts{compacted} = %v, %d loads: want the watch resumed, not a relist", got, loads)
+			}
+			if got := addrs(s.Snapshot(), "a.ns.svc.cluster.local"); len(got) != 1 || got[0] != "10.0.0.1" {
+				t.Errorf("a.ns.svc.cluster.local = %v, want [10.0.0.1]", got)
+			}
+			frz.thaw()
+		})
+	}
+}

@@ -123,6 +123,12 @@ type Store struct {
 	// (caughtUp). Only Run's goroutine uses them.
 	readyAt int64
 	readyBy time.Time
+	// watched is where the last watch left off: the published snapshot's
+	// zones at the newest revision the stream delivered and applied,
+	// which changes outside the zones, or to values as they were, move
+	// on without publishing (see watch). The next watch resumes from it.
+	// Only Run's goroutine uses it.
+	watched *snap.Snapshot
 
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
@@ -473,8 +479,8 @@ func (s *Store) MalformedAt(owner string) []Malformed {
 // Run loads and watches until ctx ends. A watch lost to compaction is
 // replaced by a full relist, the previous snapshot served until it is
 // complete; a watch lost any other way (a stream gone quiet, no leader, an
-// error) resumes from the snapshot's revision on the next endpoint, since
-// etcd still holds the history it needs.
+// error) resumes on the next endpoint after the last revision it applied,
+// since etcd still holds the history it needs.
 func (s *Store) Run(ctx context.Context) error {
 	loadBackoff, watchBackoff := 100*time.Millisecond, 100*time.Millisecond
 	first := true
@@ -535,7 +541,7 @@ func (s *Store) Run(ctx context.Context) error {
 		s.restarts.WithLabelValues(reason).Inc()
 		// What the watch applied before it failed is in the published
 		// snapshot; a new watch starts after it.
-		cur = s.Snapshot()
+		cur = s.watched
 		if reason == ReasonCompacted {
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
 			s.gone = max(s.gone, cur.Rev+1)
@@ -937,6 +943,7 @@ var errProgressTimeout = errors.New("watch stream sent nothing, not even progres
 func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
+	defer func() { s.watched = cur }()
 	var prefixes []string
 	for _, z := range cur.Zones {
 		if p := z.Prefix + "/"; !slices.Contains(prefixes, p) {
@@ -1267,12 +1274,17 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			if changed {
 				s.publish(next)
 			}
+			cur = next
 			return pending
 		}
 		if !changed {
 			// Keys under the prefix but outside our zones (another cluster's
-			// tree in a shared etcd): republishing would only throw away
-			// the response cache that hangs off the snapshot.
+			// tree in a shared etcd), or values written again as they were:
+			// republishing would only throw away the response cache that
+			// hangs off the snapshot. The next watch still starts after
+			// them: resumed from the published revision once etcd had
+			// compacted past it, it failed, and the frontend relisted.
+			cur = next
 			s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
 			s.caughtUp(shown)
 			continue
@@ -1304,9 +1316,10 @@ type result struct {
 	err  error
 }
 
-// apply derives the next snapshot from events: only the zones they touch
+// apply derives the next snapshot from events: only the zones they change
 // are edited, the others are shared with the previous snapshot. changed is
-// false when no event fell in a served zone.
+// false when no event changed a served zone: every key outside them, or
+// every value the same as the one held (a writer's resync).
 func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Snapshot, changed bool) {
 	next = &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
 	batches := make([]*snap.Batch, len(next.Zones))
@@ -1342,7 +1355,7 @@ func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Sn
 		}
 	}
 	for i, b := range batches {
-		if b != nil {
+		if b != nil && b.Changed() {
 			next.Zones[i] = b.Done(uint32(serials[i]))
 			changed = true
 		}
