@@ -11,10 +11,20 @@ import (
 // compressed IPv6 form with ':' as '-' (2001-db8--1), as CoreDNS does.
 func DashedIP(ip netip.Addr) string {
 	ip = ip.Unmap()
+	sep := byte(':')
 	if ip.Is4() {
-		return strings.ReplaceAll(ip.String(), ".", "-")
+		sep = '.'
 	}
-	return strings.ReplaceAll(ip.WithZone("").String(), ":", "-")
+	// In a buffer of its own, one allocation: the publisher names every
+	// endpoint without a hostname so, at each change of its service.
+	var buf [64]byte
+	b := ip.WithZone("").AppendTo(buf[:0])
+	for i, c := range b {
+		if c == sep {
+			b[i] = '-'
+		}
+	}
+	return string(b)
 }
 
 // ParseDashedIP is the inverse of DashedIP. It accepts exactly the forms a

@@ -70,9 +70,27 @@ func (l Layout) Forward(owner, source string, v Value) (Record, error) {
 	return Record{Key: reversed(l.Prefix, name, ID(t, v)), Name: name, Type: t, Value: v}, nil
 }
 
-// Address is an A or AAAA record.
+// Address is an A or AAAA record: Forward of the address as its host,
+// without reading the type back from the text it makes (the publisher
+// makes one for every endpoint of every change).
 func (l Layout) Address(owner, source string, ip netip.Addr) (Record, error) {
-	return l.Forward(owner, source, Value{Host: ip.Unmap().String()})
+	ip = ip.Unmap()
+	if !ip.IsValid() {
+		return l.Forward(owner, source, Value{Host: ip.String()}) // its error
+	}
+	name, err := CanonicalName(owner)
+	if err != nil {
+		return Record{}, err
+	}
+	if err := CheckPrefix(l.Prefix); err != nil {
+		return Record{}, err
+	}
+	t := uint16(dns.TypeAAAA)
+	if ip.Is4() {
+		t = dns.TypeA
+	}
+	v := Value{Host: ip.String(), TTL: l.TTL, Group: name, Cluster: l.Cluster, Source: source}
+	return Record{Key: reversed(l.Prefix, name, ID(t, v)), Name: name, Type: t, Value: v}, nil
 }
 
 // SRV is an SRV record at _<port>._<proto>.<service name>.

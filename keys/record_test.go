@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"net/netip"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -26,6 +27,33 @@ func TestForwardKey(t *testing.T) {
 		}
 	}
 	if _, err := (Layout{Prefix: "skydns", Cluster: "c1"}).Forward("a.local", "s", Value{Host: "10.0.0.1"}); err == nil {
+		t.Error("a prefix without its leading slash built a record")
+	}
+}
+
+// Address builds what Forward builds of the address's text, whatever the
+// address: it only skips reading the type back from that text.
+func TestAddressIsForward(t *testing.T) {
+	l := Layout{Prefix: "/skydns", Cluster: "c1", TTL: 30}
+	for _, s := range []string{"10.0.0.1", "::ffff:10.0.0.2", "2001:db8::1", "fe80::1%eth0", "::", "0.0.0.0"} {
+		ip := netip.MustParseAddr(s)
+		got, err := l.Address("Web.default.svc.cluster.local.", "service/default/web", ip)
+		want, werr := l.Forward("Web.default.svc.cluster.local.", "service/default/web", Value{Host: ip.Unmap().String()})
+		if err != nil || werr != nil || got != want {
+			t.Errorf("%s: Address = %+v, %v; Forward = %+v, %v", s, got, err, want, werr)
+		}
+	}
+	for _, owner := range []string{"", "a..b", "bad_name!.local"} {
+		_, err := l.Address(owner, "s", netip.MustParseAddr("10.0.0.1"))
+		_, werr := l.Forward(owner, "s", Value{Host: "10.0.0.1"})
+		if err == nil || werr == nil || err.Error() != werr.Error() {
+			t.Errorf("owner %q: Address error %v, Forward error %v", owner, err, werr)
+		}
+	}
+	if _, err := l.Address("a.local", "s", netip.Addr{}); err == nil {
+		t.Error("the zero address built a record")
+	}
+	if _, err := (Layout{Prefix: "skydns"}).Address("a.local", "s", netip.MustParseAddr("10.0.0.1")); err == nil {
 		t.Error("a prefix without its leading slash built a record")
 	}
 }

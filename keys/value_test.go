@@ -72,6 +72,11 @@ func TestID(t *testing.T) {
 	if !IsID(id) || len(id) != 16 {
 		t.Fatalf("ID = %q; want 16 characters of base32hex", id)
 	}
+	// Keys in etcd were made with it: the same value must keep its id
+	// (keys/kube's golden files pin more).
+	if got := ID(dns.TypeA, Value{Host: "172.18.0.2", Cluster: "c1", Source: "service/default/kubernetes"}); got != "ltvbb85usv9pvpj0" {
+		t.Errorf("ID = %s, want ltvbb85usv9pvpj0 as it has always been", got)
+	}
 	same := a
 	same.TTL, same.Group = 30, "other"
 	if ID(dns.TypeA, same) != id {

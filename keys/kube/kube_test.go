@@ -179,6 +179,29 @@ func TestService(t *testing.T) {
 			"my-pet.headless.default.svc.cluster.local A 10.3.0.100",
 		},
 	}, {
+		name: "headless-endpoint-in-two-slices", // one endpoint once, with the ports of the first slice that has it
+		svc:  service("default", "twice", []string{"None"}, httpsPort),
+		slices: []*discoveryv1.EndpointSlice{
+			slice("default", "twice", "twice-b", discoveryv1.AddressTypeIPv4,
+				[]discoveryv1.EndpointPort{port("https", 443)}, ep{ip: "10.3.0.9"}, ep{ip: "10.3.0.1"}),
+			slice("default", "twice", "twice-a", discoveryv1.AddressTypeIPv4,
+				[]discoveryv1.EndpointPort{port("metrics", 9090)}, ep{ip: "10.3.0.1"}, ep{ip: "10.3.0.2"}),
+		},
+		want: []string{
+			"1.0.3.10.in-addr.arpa PTR 10-3-0-1.twice.default.svc.cluster.local.",
+			"10-3-0-1.twice.default.svc.cluster.local A 10.3.0.1",
+			"10-3-0-2.twice.default.svc.cluster.local A 10.3.0.2",
+			"10-3-0-9.twice.default.svc.cluster.local A 10.3.0.9",
+			"2.0.3.10.in-addr.arpa PTR 10-3-0-2.twice.default.svc.cluster.local.",
+			"9.0.3.10.in-addr.arpa PTR 10-3-0-9.twice.default.svc.cluster.local.",
+			"_https._tcp.twice.default.svc.cluster.local SRV 443 10-3-0-1.twice.default.svc.cluster.local.",
+			"_https._tcp.twice.default.svc.cluster.local SRV 443 10-3-0-9.twice.default.svc.cluster.local.",
+			"_metrics._tcp.twice.default.svc.cluster.local SRV 9090 10-3-0-2.twice.default.svc.cluster.local.",
+			"twice.default.svc.cluster.local A 10.3.0.1",
+			"twice.default.svc.cluster.local A 10.3.0.2",
+			"twice.default.svc.cluster.local A 10.3.0.9",
+		},
+	}, {
 		name: "headless-none-ready", // spec 000 2.4.1: no ready endpoints, so no records (NXDOMAIN)
 		svc:  service("default", "empty", []string{"None"}, httpsPort),
 		slices: []*discoveryv1.EndpointSlice{slice("default", "empty", "empty-a", discoveryv1.AddressTypeIPv4,

@@ -119,12 +119,6 @@ func serviceIPs(svc *corev1.Service) ([]netip.Addr, error) {
 	return ips, nil
 }
 
-// hostIP is an endpoint's identity among a service's slices.
-type hostIP struct {
-	host string
-	ip   netip.Addr
-}
-
 // endpoints merges the slices of a service into its ready addresses, each
 // (hostname, address) once however many slices carry it, sorted so the
 // records come out in the same order every time.
@@ -134,7 +128,6 @@ func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.Endpoint
 	for _, sl := range epSlices {
 		n += len(sl.Endpoints)
 	}
-	seen := make(map[hostIP]bool, n)
 	out := make([]endpoint, 0, n)
 	for _, sl := range epSlices {
 		if sl.Namespace != svc.Namespace || sl.Labels[discoveryv1.LabelServiceName] != svc.Name {
@@ -162,19 +155,16 @@ func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.Endpoint
 					}
 					host = *e.Hostname
 				}
-				id := hostIP{host, ip}
-				if seen[id] {
-					continue
-				}
-				seen[id] = true
 				out = append(out, endpoint{host: host, ip: ip, ports: sl.Ports})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b endpoint) int {
-		return cmp.Or(cmp.Compare(a.host, b.host), a.ip.Compare(b.ip))
-	})
-	return out
+	// Sorted stably and the first of each (hostname, address) kept: the
+	// one seen first, as a set of those seen would keep, without hashing
+	// every endpoint at every change of its service.
+	byID := func(a, b endpoint) int { return cmp.Or(cmp.Compare(a.host, b.host), a.ip.Compare(b.ip)) }
+	slices.SortStableFunc(out, byID)
+	return slices.CompactFunc(out, func(a, b endpoint) bool { return byID(a, b) == 0 })
 }
 
 // endpointSRVs adds an SRV record at the service name for each named port
