@@ -99,6 +99,11 @@ func (b *Batch) mutableAt(name string, h uint64, n *Node) *Node {
 		return n
 	}
 	t := b.shard(h)
+	if n != nil {
+		// The name it has may be a suffix of a longer name's string (a
+		// parent made by link), which this one would hold twice.
+		name = n.Name
+	}
 	c := &Node{Name: name, batch: b.id, line: b.z.line}
 	if n != nil {
 		c.one, c.kids = n.one, n.kids

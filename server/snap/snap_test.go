@@ -354,3 +354,25 @@ func TestPutOfAHeldValueChangesNothing(t *testing.T) {
 		}
 	}
 }
+
+// A node a batch copies keeps the name it had, not the one the change's
+// key was parsed into: a name made for a parent by link is a suffix of its
+// child's, one string for both, which a copy under the parsed name would
+// hold twice for as long as the child stays.
+func TestCopiedNodeKeepsItsName(t *testing.T) {
+	z0 := NewZone(cfg)
+	b := z0.Edit()
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/_tcp/_http/x1", `{"host":"a.ns.svc.cluster.local","port":80}`)
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
+	z1 := b.Done(1)
+	srv, a := z1.Node("_http._tcp.a.ns.svc.cluster.local"), z1.Node("a.ns.svc.cluster.local")
+	if !strings.HasSuffix(srv.Name, a.Name) || unsafe.StringData(a.Name) != unsafe.StringData(srv.Name[len(srv.Name)-len(a.Name):]) {
+		t.Fatal("the loaded parent does not share its child's name")
+	}
+	b = z1.Edit()
+	put(t, z1, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.2"}`)
+	z2 := b.Done(2)
+	if n := z2.Node("a.ns.svc.cluster.local"); n == a || unsafe.StringData(n.Name) != unsafe.StringData(a.Name) {
+		t.Error("the changed node holds a name of its own")
+	}
+}
