@@ -87,6 +87,9 @@ type watchConn struct {
 	// none is set), and held says it is set. See holdMark.
 	mark int
 	held bool
+	// timer is what a window waits on where the poller can wait for it
+	// (Linux: see windowTimer); nil: time.Sleep.
+	timer *windowTimer
 }
 
 func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn {
@@ -96,8 +99,16 @@ func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn
 	}
 	if w.rc != nil && network == "tcp" && coalesce > 0 {
 		w.mark = holdMark(w.rc)
+		w.timer = newWindowTimer()
 	}
 	return w
+}
+
+// Close closes the connection and the window's timer, which wakes a Read
+// waiting out a window.
+func (c *watchConn) Close() error {
+	c.timer.close()
+	return c.Conn.Close()
 }
 
 func (c *watchConn) Read(p []byte) (int, error) {
@@ -108,7 +119,9 @@ func (c *watchConn) Read(p []byte) (int, error) {
 		// while this one sleeps. That was a thread switch a change
 		// (bench/changecpu, stop 35). read lowers the mark again.
 		c.hold()
-		time.Sleep(c.coalesce)
+		if !c.timer.sleep(c.coalesce) {
+			time.Sleep(c.coalesce)
+		}
 	}
 	c.waited = false
 	n, err := c.read(p)

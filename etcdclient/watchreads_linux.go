@@ -48,12 +48,73 @@ func holdMark(rc syscall.RawConn) int {
 
 // hold raises the socket's low-water mark for a window.
 func (c *watchConn) hold() {
-	if c.mark <= 1 {
-		return
+	if c.mark <= 1 || c.held {
+		return // none, or still raised: a window that found data lowers it only once one finds none
 	}
 	_ = c.rc.Control(func(fd uintptr) {
 		c.held = setMark(fd, c.mark) == 0
 	})
+}
+
+// windowTimer is a timerfd that a window waits on through the poller. A
+// window waited out with time.Sleep woke the frontend's threads four
+// times: the Go timer made the scheduler's monitor (sysmon) sleep only
+// until it and then once more while the reading ran, and the poller,
+// which sleeps in whole milliseconds rounded down, woke early and slept
+// again. A timerfd is no Go timer: the poller sleeps until it fires, to
+// the nanosecond, and the monitor sleeps on until the next Go timer (the
+// store's checks, a second or so away). bench/changecpu measures the
+// difference (bench/README.md, stop 41).
+type windowTimer struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// newWindowTimer returns a timer, or nil where the kernel refuses one
+// (a seccomp profile, say): the windows then sleep as they did.
+func newWindowTimer() *windowTimer {
+	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "watch-window-timer") // non-blocking: the poller waits for it
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	return &windowTimer{f: f, rc: rc}
+}
+
+// sleep waits d, or until the timer is closed (the connection is), and
+// reports false only if the kernel would not arm it: the caller sleeps
+// then. Raw system calls, for the reason read makes them raw.
+func (t *windowTimer) sleep(d time.Duration) bool {
+	if t == nil {
+		return false
+	}
+	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(int64(d))}
+	var errno unix.Errno
+	if err := t.rc.Control(func(fd uintptr) {
+		_, _, errno = unix.RawSyscall6(unix.SYS_TIMERFD_SETTIME, fd, 0, uintptr(unsafe.Pointer(&spec)), 0, 0, 0)
+	}); err != nil {
+		return true // closed
+	}
+	if errno != 0 {
+		return false
+	}
+	var expirations [8]byte
+	_ = t.rc.Read(func(fd uintptr) bool {
+		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&expirations[0])), uintptr(len(expirations)))
+		return e != unix.EAGAIN && e != unix.EINTR // not yet: the poller waits, and calls again
+	})
+	return true
+}
+
+func (t *windowTimer) close() {
+	if t != nil {
+		t.f.Close()
+	}
 }
 
 // setMark sets SO_RCVLOWAT. Raw, for the reason read is.

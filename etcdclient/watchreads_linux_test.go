@@ -94,6 +94,42 @@ func TestWatchReadsTakeTheFirstAtOnceAndTheRestOfABurstTogether(t *testing.T) {
 	}
 }
 
+// A window waits on the connection's timer in the poller, the whole
+// window and no less; closing the connection (gRPC does, from another
+// goroutine, when the stream ends) ends a Read waiting out a window at
+// once, where a sleeping Read would have slept on to the window's end.
+func TestWatchReadsWaitAWindowOnTheirTimer(t *testing.T) {
+	const window = 300 * time.Millisecond
+	w, s := pair(t, window)
+	if w.timer == nil {
+		t.Fatal("no window timer on Linux")
+	}
+	firstAfterQuiet(t, w, s, change('a'))
+	s.Write([]byte(change('b')))
+	start := time.Now()
+	buf := make([]byte, 1024)
+	if n, err := w.Read(buf); err != nil || string(buf[:n]) != change('b') {
+		t.Fatalf("read in a window %q, %v", buf[:n], err)
+	}
+	if d := time.Since(start); d < window {
+		t.Errorf("the window ended after %v, before its %v", d, window)
+	}
+
+	w, s = pair(t, 5*time.Second)
+	firstAfterQuiet(t, w, s, change('a'))
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		w.Close()
+	}()
+	start = time.Now()
+	if _, err := w.Read(buf); err == nil {
+		t.Error("a read of a closed connection succeeded")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("closing the connection ended the window's read after %v, not at once", d)
+	}
+}
+
 // Less than a change after a quiet spell (a progress answer, a liveness
 // read's reply) opens no window: what comes next is read as it comes.
 func TestWatchReadsOpenNoWindowForLessThanAChange(t *testing.T) {

@@ -23,3 +23,10 @@ func (c *watchConn) read(p []byte) (int, error) {
 func holdMark(syscall.RawConn) int { return 0 }
 
 func (c *watchConn) hold() {}
+
+// windowTimer is none off Linux: windows sleep with time.Sleep.
+type windowTimer struct{}
+
+func newWindowTimer() *windowTimer                { return nil }
+func (t *windowTimer) sleep(d time.Duration) bool { return false }
+func (t *windowTimer) close()                     {}
