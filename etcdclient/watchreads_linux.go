@@ -105,8 +105,12 @@ func (t *windowTimer) sleep(d time.Duration) bool {
 	}
 	var expirations [8]byte
 	_ = t.rc.Read(func(fd uintptr) bool {
-		_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&expirations[0])), uintptr(len(expirations)))
-		return e != unix.EAGAIN && e != unix.EINTR // not yet: the poller waits, and calls again
+		for {
+			_, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&expirations[0])), uintptr(len(expirations)))
+			if e != unix.EINTR {
+				return e != unix.EAGAIN // EAGAIN: not yet; the poller waits, and calls again
+			}
+		}
 	})
 	return true
 }

@@ -306,8 +306,8 @@ func TestFaultCompactedWhileDisconnected(t *testing.T) {
 // record written again as it is, as kube2sky's did) and another cluster's
 // zone under the same prefix change nothing dnsd serves: the zone's SOA
 // serial stays where the last real change put it. They still move its
-// watch on: cut from etcd after etcd has compacted past them (as the API
-// server's etcd does every five minutes), dnsd resumes the watch where it
+// watch on: cut from etcd after etcd has compacted past them (its
+// auto-compaction, or an operator's), dnsd resumes the watch where it
 // left off. It resumed from the last revision that had changed a served
 // record, compacted away, and relisted every zone.
 func TestFaultResumeAfterWritesItDoesNotServe(t *testing.T) {

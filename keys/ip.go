@@ -11,6 +11,9 @@ import (
 // compressed IPv6 form with ':' as '-' (2001-db8--1), as CoreDNS does.
 func DashedIP(ip netip.Addr) string {
 	ip = ip.Unmap()
+	if !ip.IsValid() {
+		return ip.String() // "invalid IP", as it always was
+	}
 	sep := byte(':')
 	if ip.Is4() {
 		sep = '.'

@@ -335,3 +335,35 @@ func TestTwoClustersNeverShareAKey(t *testing.T) {
 		t.Error("the same service gave different records twice")
 	}
 }
+
+// An endpoint several slices carry is kept once, with the ports of the
+// first slice that has it, however many endpoints there are (a sort that
+// is not stable keeps either once past a dozen).
+func TestEndpointsKeepTheFirstSlicesPorts(t *testing.T) {
+	b := builder(t)
+	svc := service("default", "many", []string{"None"}, httpsPort)
+	var first, second []ep
+	for i := range 40 {
+		first = append(first, ep{ip: fmt.Sprintf("10.3.1.%d", 40-i)})
+		second = append(second, ep{ip: fmt.Sprintf("10.3.1.%d", i+1)})
+	}
+	second = append(second, ep{ip: "10.3.2.1"})
+	sls := []*discoveryv1.EndpointSlice{
+		slice("default", "many", "many-a", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{port("https", 443)}, first...),
+		slice("default", "many", "many-b", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{port("metrics", 9090)}, second...),
+	}
+	var s set
+	eps := b.endpoints(svc, sls, &s)
+	if len(eps) != 41 {
+		t.Fatalf("%d endpoints, want 41", len(eps))
+	}
+	for _, e := range eps {
+		want := "https"
+		if e.ip.String() == "10.3.2.1" {
+			want = "metrics"
+		}
+		if len(e.ports) != 1 || *e.ports[0].Name != want {
+			t.Errorf("%s: ports %v, want the %s slice's", e.ip, e.ports, want)
+		}
+	}
+}

@@ -18,11 +18,12 @@
 // on it (events, the answer, etcd's own progress notifications) proves it
 // alive. Quiet for the liveness timeout, the stream is dropped and the
 // watch resumes on the next endpoint after the last revision the stream
-// delivered, including writes that changed nothing served (another
-// cluster's keys under the prefix, a value written again as it was), so
-// that a compaction past the last served change does not force a relist:
-// the history is still in etcd, so there is no relist; only ErrCompacted
-// relists. The Kubernetes apiserver leans on the
+// delivered, writes that changed nothing served included (another
+// cluster's keys under the prefix, a value written again as it was): etcd
+// still holds the history after it, so there is no relist; only
+// ErrCompacted relists. Writes outside the watched prefixes do not move it
+// (nothing on the stream shows them), so an etcd shared with other
+// writers, compacted past a quiet prefix, still relists on a move. The Kubernetes apiserver leans on the
 // same progress requests to prove its watch cache current before serving
 // consistent reads from it; etcd's client itself only resumes a broken
 // stream on the same connection.

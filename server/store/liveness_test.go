@@ -504,7 +504,7 @@ func TestWatchResumedOntoAFrozenMemberMovesOn(t *testing.T) {
 // prefix outside the zones (another cluster's, a SkyDNS zone dnsd does not
 // serve), and values written again as they were, move it on too. Resumed
 // from the snapshot's older revision after etcd had compacted past it
-// (as Kubernetes' own etcd does every five minutes), the watch failed as
+// (etcd's auto-compaction, or an operator's), the watch failed as
 // compacted and every frontend relisted its zones.
 func TestResumeAfterChangesOutsideTheZonesDoesNotRelist(t *testing.T) {
 	for _, tc := range []struct{ name, key, value string }{

@@ -540,7 +540,8 @@ func (s *Store) Run(ctx context.Context) error {
 		reason := reasonOf(err)
 		s.restarts.WithLabelValues(reason).Inc()
 		// What the watch applied before it failed is in the published
-		// snapshot; a new watch starts after it.
+		// snapshot, and s.watched is those zones at the last revision
+		// the stream delivered: a new watch starts after it.
 		cur = s.watched
 		if reason == ReasonCompacted {
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
