@@ -187,11 +187,7 @@ func TestFaultCompactedWhileDisconnected(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	cli := etcd.Client(t)
 	b := faultBuilder(t)
-	tcp := corev1.ProtocolTCP
-	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: tcp}
-	svc := func(name, ip string) []keys.Record {
-		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
-	}
+	svc := httpService(b)
 	hlRecords := func(ips ...string) []keys.Record {
 		s := epSlice("default", "hl", discoveryv1.AddressTypeIPv4, nil)
 		for _, ip := range ips {
@@ -314,10 +310,7 @@ func TestFaultResumeAfterWritesItDoesNotServe(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	cli := etcd.Client(t)
 	b := faultBuilder(t)
-	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
-	svc := func(name, ip string) []keys.Record {
-		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
-	}
+	svc := httpService(b)
 	recs := append([]keys.Record{b.Version()}, svc("web", "10.96.1.10")...)
 	dnsdPut(t, cli, recs)
 	proxy := harness.StartProxy(t, strings.TrimPrefix(etcd.Endpoint, "http://"))
@@ -390,10 +383,7 @@ func TestFaultFrozenFrontendKeepsItsWatch(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	cli := etcd.Client(t)
 	b := faultBuilder(t)
-	port := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
-	svc := func(name, ip string) []keys.Record {
-		return dnsdRecords(b.Service(dnsdService("default", name, ip, port), nil))
-	}
+	svc := httpService(b)
 	dnsdPut(t, cli, append([]keys.Record{b.Version()}, svc("kubernetes", "10.96.0.1")...))
 	d := faultDnsd(t, etcd.Endpoint)
 
@@ -655,6 +645,15 @@ func faultKube(t *testing.T, api *harness.KubeAPIServer) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return kc
+}
+
+// httpService makes the records of a ClusterIP service in default with one
+// port, http 80, as the publisher writes them.
+func httpService(b kube.Builder) func(name, ip string) []keys.Record {
+	http := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
+	return func(name, ip string) []keys.Record {
+		return dnsdRecords(b.Service(dnsdService("default", name, ip, http), nil))
+	}
 }
 
 func faultBuilder(t *testing.T) kube.Builder {

@@ -14,7 +14,6 @@ import (
 	"github.com/miekg/dns"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
@@ -36,10 +35,7 @@ func TestGRPCProxy(t *testing.T) {
 	proxy := harness.StartGRPCProxy(t, etcd.Endpoint)
 	pc := proxy.Client(t)
 	b := faultBuilder(t)
-	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
-	svc := func(name, ip string) []keys.Record {
-		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
-	}
+	svc := httpService(b)
 	recs := []keys.Record{b.Version()}
 	recs = append(recs, svc("kubernetes", "10.96.0.1")...)
 	recs = append(recs, svc("gone", "10.96.1.20")...)
@@ -407,10 +403,7 @@ func proxySharesLoads(t *testing.T, pages float64, args ...string) {
 	cli := etcd.Client(t)
 	proxy := harness.StartGRPCProxy(t, etcd.Endpoint)
 	b := faultBuilder(t)
-	httpPort := corev1.ServicePort{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}
-	svc := func(name, ip string) []keys.Record {
-		return dnsdRecords(b.Service(dnsdService("default", name, ip, httpPort), nil))
-	}
+	svc := httpService(b)
 	var recs []keys.Record
 	for i := range 300 {
 		recs = append(recs, svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.%d.%d", 10+i/250, i%250+1))...)

@@ -70,6 +70,18 @@ func worldKVs(tb testing.TB, n, m int) []snap.KV {
 	return kvs
 }
 
+// benchStore is a store with no etcd that serves kvs, as its first load
+// would have left it.
+func benchStore(b *testing.B, kvs []snap.KV) (*Store, *snap.Snapshot) {
+	s := New(nil, dnsdZones, time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cur, errs := snap.Build(dnsdZones, 1, kvs)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	s.publish(cur)
+	return s, cur
+}
+
 // BenchmarkApply is what one changed record costs dnsd's store once the
 // watch has delivered it: decoding the value, deriving the next snapshot
 // and publishing it (snapshot pointer and metrics), one event per
@@ -84,12 +96,7 @@ func BenchmarkApply(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		kvs := worldKVs(b, n, 100)
 		b.Run(fmt.Sprintf("records=%d", len(kvs)), func(b *testing.B) {
-			s := New(nil, dnsdZones, time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-			cur, errs := snap.Build(dnsdZones, 1, kvs)
-			if len(errs) > 0 {
-				b.Fatal(errs)
-			}
-			s.publish(cur)
+			s, cur := benchStore(b, kvs)
 			// Change the endpoints of one service in turn, each value
 			// flipping its TTL, as a publisher's updates do.
 			var changes []snap.KV
@@ -167,12 +174,7 @@ func BenchmarkApplyService(b *testing.B) {
 			}
 		}
 		b.Run(fmt.Sprintf("records=%d", len(kvs)), func(b *testing.B) {
-			s := New(nil, dnsdZones, time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-			cur, errs := snap.Build(dnsdZones, 1, kvs)
-			if len(errs) > 0 {
-				b.Fatal(errs)
-			}
-			s.publish(cur)
+			s, cur := benchStore(b, kvs)
 			all := make([][]*mvccpb.Event, changes)
 			prepare := func(from int) {
 				for c := range all {
