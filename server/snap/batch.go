@@ -173,10 +173,12 @@ func (b *Batch) Put(owner string, e Entry) {
 
 // Delete removes the entry with id of owner, if held.
 func (b *Batch) Delete(owner, id string) {
-	if _, found := slices.BinarySearchFunc(b.z.Node(owner).Entries(), id, byID); !found {
+	h := hashOf(owner)
+	n := b.z.nodeAt(owner, h)
+	if _, found := slices.BinarySearchFunc(n.Entries(), id, byID); !found {
 		return
 	}
-	n := b.mutable(owner)
+	n = b.mutableAt(owner, h, n)
 	es := n.Entries()
 	i, _ := slices.BinarySearchFunc(es, id, byID)
 	n.setEntries(slices.Delete(es, i, i+1))
