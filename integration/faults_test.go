@@ -302,10 +302,12 @@ func TestFaultCompactedWhileDisconnected(t *testing.T) {
 // record written again as it is, as kube2sky's did) and another cluster's
 // zone under the same prefix change nothing dnsd serves: the zone's SOA
 // serial stays where the last real change put it. They still move its
-// watch on: cut from etcd after etcd has compacted past them (its
-// auto-compaction, or an operator's), dnsd resumes the watch where it
-// left off. It resumed from the last revision that had changed a served
-// record, compacted away, and relisted every zone.
+// watch on, and so do writes outside the prefix (another program's keys
+// in the same etcd), through the answers to its progress requests: cut
+// from etcd after etcd has compacted past them all (its auto-compaction,
+// or an operator's), dnsd resumes the watch where it left off. It resumed
+// from the last revision that had changed a served record, and later from
+// the last one under the prefix, compacted away, and relisted every zone.
 func TestFaultResumeAfterWritesItDoesNotServe(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	cli := etcd.Client(t)
@@ -336,6 +338,15 @@ func TestFaultResumeAfterWritesItDoesNotServe(t *testing.T) {
 	}
 	for i := range 5 {
 		r, err := cli.Put(context.Background(), fmt.Sprintf("/skydns/local/east/svc/default/s%d/x", i), `{"host":"10.0.0.1"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = r.Header.Revision
+	}
+	// Outside the prefix nothing comes on the stream: the answers to
+	// dnsd's progress requests carry it past these.
+	for i := range 5 {
+		r, err := cli.Put(context.Background(), fmt.Sprintf("/registry/configmaps/default/c%d", i), "data")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,12 +21,15 @@
 // delivered, writes that changed nothing served included (another
 // cluster's keys under the prefix, a value written again as it was): etcd
 // still holds the history after it, so there is no relist; only
-// ErrCompacted relists. Writes outside the watched prefixes do not move it
-// (nothing on the stream shows them), so an etcd shared with other
-// writers, compacted past a quiet prefix, still relists on a move. The Kubernetes apiserver leans on the
-// same progress requests to prove its watch cache current before serving
-// consistent reads from it; etcd's client itself only resumes a broken
-// stream on the same connection.
+// ErrCompacted relists. Writes outside the watched prefixes show nothing
+// on the stream; the answer to a progress request carries the resume
+// point past them, from a member that sends it after every event before
+// it (etcd 3.4.31, 3.5.13 on: ordersProgress asks the member's version),
+// so an etcd shared with other writers, compacted past a quiet prefix,
+// does not relist on a move either. The Kubernetes apiserver leans on the
+// same answers, from the same versions, to prove its watch cache current
+// before serving consistent reads from it; etcd's client itself only
+// resumes a broken stream on the same connection.
 //
 // Two details shape this. etcd 3.5 answers a progress request only when
 // every watcher on the stream is synced, so a stream still catching up

@@ -17,6 +17,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/internal/testetcd"
 )
 
@@ -31,6 +33,9 @@ type freezer struct {
 	thawed *sync.Cond
 	frozen bool
 	delay  time.Duration
+	// late is a delay of what the client sends alone: its requests reach
+	// the member that much after what it sends back meanwhile.
+	late time.Duration
 }
 
 func startFreezer(t *testing.T, target string) *freezer {
@@ -53,8 +58,8 @@ func startFreezer(t *testing.T, target string) *freezer {
 				c.Close()
 				continue
 			}
-			go f.pipe(c, u)
-			go f.pipe(u, c)
+			go f.pipe(c, u, false)
+			go f.pipe(u, c, true)
 		}
 	}()
 	return f
@@ -65,10 +70,11 @@ type chunk struct {
 	b  []byte
 }
 
-// pipe copies src to dst, each chunk no sooner than the delay after it was
-// read and never while frozen. The reading goes on meanwhile, so a delay
-// stays a delay and does not pile up.
-func (f *freezer) pipe(dst, src net.Conn) {
+// pipe copies src to dst, each chunk no sooner than the delay (and late,
+// for what the client sends: up) after it was read and never while
+// frozen. The reading goes on meanwhile, so a delay stays a delay and does
+// not pile up.
+func (f *freezer) pipe(dst, src net.Conn, up bool) {
 	defer dst.Close()
 	defer src.Close()
 	q := make(chan chunk, 1024)
@@ -91,6 +97,9 @@ func (f *freezer) pipe(dst, src net.Conn) {
 			f.thawed.Wait()
 		}
 		d := f.delay
+		if up {
+			d += f.late
+		}
 		f.mu.Unlock()
 		time.Sleep(time.Until(c.at.Add(d)))
 		if _, err := dst.Write(c.b); err != nil {
@@ -510,6 +519,9 @@ func TestResumeAfterChangesOutsideTheZonesDoesNotRelist(t *testing.T) {
 	for _, tc := range []struct{ name, key, value string }{
 		{"outside the zones", "/skydns/local/other/svc/ns/a/x", `{"host":"10.9.9.9"}`},
 		{"a value written again", "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`},
+		// Nothing on the stream shows these: the answers to its progress
+		// requests move it on.
+		{"outside the prefix", "/registry/configmaps/ns/c", `data`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cli := testetcd.Start(t, nil)
@@ -546,5 +558,103 @@ func TestResumeAfterChangesOutsideTheZonesDoesNotRelist(t *testing.T) {
 			}
 			frz.thaw()
 		})
+	}
+}
+
+// The answers to progress requests move the resume point only where the
+// member is known to send them after the events before them (etcd 3.4.31,
+// 3.5.13 on): from an older one, an answer ahead of its events would make
+// the next watch skip them, so a watch moved after etcd compacted past
+// its last change under the prefix relists, as it always did.
+func TestResumeTrustsProgressOnlyFromOrderedMembers(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct)
+	var loads atomic.Int32
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.afterLoad = func() { loads.Add(1) }
+	s.orders = func(context.Context, *clientv3.Client) (bool, string) { return false, "3.5.12" }
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "frozen-to-be", Client: client(t, frz.l.Addr().String())}, {Name: "healthy", Client: client(t, direct)}}, live)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	runStore(t, s)
+
+	var last int64
+	for range 5 {
+		last = mustPut(t, cli, "/registry/configmaps/ns/c", "data")
+	}
+	eventually(t, "a progress answer at the last write", func() bool { return value(s.revision) >= float64(last) })
+	if _, err := cli.Compact(context.Background(), last); err != nil {
+		t.Fatal(err)
+	}
+	frz.freeze()
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
+	eventually(t, "the change after the freeze", func() bool { return len(addrs(s.Snapshot(), "b.ns.svc.cluster.local")) == 1 })
+	eventually(t, "a relist", func() bool { return loads.Load() == 2 })
+	if got := value(s.restarts.WithLabelValues(ReasonCompacted)); got != 1 {
+		t.Errorf("restarts{compacted} = %v, want 1", got)
+	}
+	frz.thaw()
+}
+
+func TestProgressOrdered(t *testing.T) {
+	for v, want := range map[string]bool{
+		"3.4.30": false, "3.4.31": true, "3.4.40": true,
+		"3.5.12": false, "3.5.13": true, "3.5.35": true, "3.5.13-rc.0": true,
+		"3.6.0": true, "3.7.3": true, "4.0.0": true,
+		"3.3.27": false, "2.3.8": false, "": false, "3.5": false, "3.x.1": false, "3.5.-1": false,
+	} {
+		if got := progressOrdered(v); got != want {
+			t.Errorf("progressOrdered(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// An answer to a progress request that comes among a burst of events, and
+// is taken from the queue with them into one batch, still shows that the
+// stream answers: it used to pass for just another response, so the
+// stream, asked once when its first event came, seemed never to answer.
+// A member's was then dropped as lagging; the endpoint here, which the
+// member list does not name (as a TCP load balancer's would not), was
+// taken for a grpc-proxy, and the stream's progress was never asked for
+// again: a write outside the prefix never showed.
+func TestProgressAnswerAmongEventsCounts(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	frz := startFreezer(t, strings.TrimPrefix(cli.Endpoints()[0], "http://"))
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond}
+	// The progress request reaches etcd 20 ms after it is sent, so the
+	// answer follows 20 ms of the burst's events on the stream.
+	frz.mu.Lock()
+	frz.late = 20 * time.Millisecond
+	frz.mu.Unlock()
+	// Read as dnsd reads it: a read that brought a change opens a window,
+	// and what came in it, the answer among the events, is read at once.
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{frz.l.Addr().String()}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{etcdclient.WatchReads(config.Etcd{}, 50*time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	s.WatchOn([]Endpoint{{Name: "forwarded", Client: c}}, live)
+	runStore(t, s)
+
+	// The first event asks for progress; the burst goes on for longer
+	// than the answer takes, so the answer comes among its events.
+	var wg sync.WaitGroup
+	end := time.Now().Add(300 * time.Millisecond)
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d-%d/x", w, i), `{"host":"10.0.0.1"}`)
+			}
+		})
+	}
+	wg.Wait()
+	time.Sleep(3 * live.Timeout) // past the liveness timeout after the burst: judged by then
+	last := mustPut(t, cli, "/registry/configmaps/ns/c", "data")
+	eventually(t, "a progress answer past a write outside the prefix", func() bool { return value(s.revision) >= float64(last) })
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)) + value(s.restarts.WithLabelValues(ReasonProgressTimeout)); got != 0 {
+		t.Errorf("%v watches dropped as lagging or silent", got)
 	}
 }

@@ -74,6 +74,8 @@ type Store struct {
 
 	mu  sync.Mutex
 	bad map[string]Malformed // by key
+	// unordered: endpoints said to order no progress answers (checkOrder).
+	unordered map[string]bool
 
 	// The watch runs on one of these at a time, and moves to the next when
 	// its stream fails or goes quiet; the initial load and relists use cli.
@@ -125,8 +127,9 @@ type Store struct {
 	readyBy time.Time
 	// watched is where the last watch left off: the published snapshot's
 	// zones at the newest revision the stream delivered and applied,
-	// which changes outside the zones, or to values as they were, move
-	// on without publishing (see watch). The next watch resumes from it.
+	// which changes outside the zones, or to values as they were, and an
+	// ordered member's progress answers move on without publishing (see
+	// watch). The next watch resumes from it.
 	// Only Run's goroutine uses it.
 	watched *snap.Snapshot
 
@@ -136,6 +139,8 @@ type Store struct {
 	// decoded sees each page's buffer once its records are in the batch,
 	// before a later page reuses it; tests scribble on it.
 	decoded func([]byte)
+	// orders is ordersProgress; tests stand in for an older etcd.
+	orders func(context.Context, *clientv3.Client) (bool, string)
 }
 
 // Endpoint is a client of one etcd member or proxy that the watch may run on.
@@ -201,7 +206,8 @@ func New(cli *clientv3.Client, zones []snap.Config, timeout time.Duration, reg p
 		cli: cli, zones: zones, timeout: timeout, log: log, pageSize: PageSize, step: RevisionStep,
 		oneKey: zones[0].KeyRange(),
 		ready:  make(chan struct{}),
-		bad:    map[string]Malformed{},
+		bad:    map[string]Malformed{}, unordered: map[string]bool{},
+		orders: ordersProgress,
 
 		endpoints:  []Endpoint{{Name: "default", Client: cli}},
 		live:       DefaultLiveness,
@@ -960,6 +966,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// while one is applied, where the loop below can take them together.
 	ch := make(chan result, 1024)
 	var open atomic.Pointer[stream] // nil until every watcher is created
+	// ordered: the member's answers to progress requests follow every
+	// event before them (ordersProgress), so they move the resume point.
+	var ordered atomic.Bool
 	go func() {
 		st, err := openStream(ctx, ep.Client, prefixes[0], from+1)
 		if err != nil {
@@ -969,6 +978,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			return
 		}
+		go s.checkOrder(ctx, ep, &ordered)
 		st.receive(ctx, prefixes, from+1, ch, func() { open.Store(st) })
 	}()
 	// A quarter of the interval: the timeout is noticed at most that late
@@ -1065,6 +1075,37 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			at(later(last, probed).Add(s.live.Interval)) // the next read of the endpoint
 		}
 		return max(due.Sub(now), time.Millisecond)
+	}
+	// report takes a response without events, and returns the revision
+	// the resume point may move to (0: none). The last watcher's created
+	// response: readiness waits for the revision a progress request will
+	// show quickest. A progress report: the stream answers them, and
+	// nothing in its prefixes changed up to its revision; where it answers
+	// a request (watch ID -1; etcd's own notifications name one watcher)
+	// and the member sends it after every event before it (ordered), it
+	// vouches for every prefix on the stream, and writes outside them (an
+	// apiserver's, the publisher's election) move the resume point too:
+	// a frontend of a quiet prefix resumes without a relist after etcd has
+	// compacted past its last change. Responses drained into a batch of
+	// events come here as well: an answer taken there for just another
+	// event once left the stream judged silent, a member's dropped as
+	// lagging and anything else's taken for a grpc-proxy.
+	report := func(resp *etcdserverpb.WatchResponse) int64 {
+		if resp.Created {
+			if s.readyAt != 0 && !s.noProgress[ep.Name] {
+				ask()
+			}
+			return 0
+		}
+		answered = true
+		s.progress[ep.Name] = true
+		held = true
+		rev := resp.GetHeader().GetRevision()
+		shown = max(shown, rev)
+		if resp.WatchId == clientv3.InvalidWatchID && ordered.Load() {
+			return rev
+		}
+		return 0
 	}
 	for {
 		now := time.Now()
@@ -1217,19 +1258,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			past = time.Now() // the cluster is past the watch's start
 			ask()
 		}
-		if len(r.resp.Events) == 0 && !r.resp.Created {
-			answered = true
-			s.progress[ep.Name] = true
-			held = true
-			shown = max(shown, r.resp.GetHeader().GetRevision())
+		if len(r.resp.Events) == 0 {
+			if v := report(r.resp); v > cur.Rev {
+				// Nothing served changed, so nothing is published.
+				cur = &snap.Snapshot{Rev: v, Zones: cur.Zones}
+			}
 			s.shown(shown)
 			s.caughtUp(shown)
-		}
-		if r.resp.Created && s.readyAt != 0 && !s.noProgress[ep.Name] {
-			ask() // the quickest way to show the revision readiness waits for
-		}
-		if len(r.resp.Events) == 0 {
-			// Progress: nothing changed in our prefixes up to this revision.
 			s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
 			continue
 		}
@@ -1240,6 +1275,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		// again, and the burst would land later, not sooner.
 		events := r.resp.Events
 		var pending error
+		var vouched int64 // what progress answers among the batch vouch for
 	drain:
 		for yielded := false; len(events) < maxCoalesced; {
 			var more result
@@ -1261,8 +1297,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				pending = more.err
 				break drain
 			}
-			if len(more.resp.Events) == 0 && !more.resp.Created {
-				shown = max(shown, more.resp.GetHeader().GetRevision())
+			if len(more.resp.Events) == 0 {
+				vouched = max(vouched, report(more.resp))
+				continue
 			}
 			events = append(events[:len(events):len(events)], more.resp.Events...)
 		}
@@ -1271,6 +1308,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		s.shown(shown)
 		next, changed := s.apply(cur, events)
+		// An answer in the batch vouches for every revision up to its own:
+		// the events before it on the stream are at or below it, those
+		// after it above.
+		next.Rev = max(next.Rev, vouched)
 		if pending != nil {
 			if changed {
 				s.publish(next)
@@ -1300,6 +1341,26 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		// The time spent applying is ours, not the stream's silence.
 		last = time.Now()
 		applied = last
+	}
+}
+
+// checkOrder sets ordered if ep's member orders its progress answers
+// (ordersProgress), and says once per endpoint when it does not.
+func (s *Store) checkOrder(ctx context.Context, ep Endpoint, ordered *atomic.Bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	ok, version := s.orders(ctx, ep.Client)
+	ordered.Store(ok)
+	if ok || ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	first := !s.unordered[ep.Name]
+	s.unordered[ep.Name] = true
+	s.mu.Unlock()
+	if first {
+		s.log.Info("etcd endpoint's progress answers may run ahead of its events (etcd before 3.4.31 or 3.5.13, or no Status); its watch resumes after the last change under the watched prefixes, and a relist follows a move once etcd has compacted past it",
+			"endpoint", ep.Name, "version", version)
 	}
 }
 

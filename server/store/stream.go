@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -106,6 +108,51 @@ func (st *stream) create(prefix string, from int64) error {
 // stream is synced, with watch ID -1; a grpc-proxy never does.
 func (st *stream) requestProgress() error {
 	return st.send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
+}
+
+// ordersProgress asks c's member for its version (Status, on the
+// stream's own connection) and reports whether its answers to progress
+// requests come after every event before them on the stream. etcd before
+// 3.4.31 and 3.5.13 could answer while a watcher was still catching up,
+// with a revision ahead of events it had yet to send (etcd #15220, fixed
+// by #15237 and #17557): a resume point taken from such an answer would
+// skip those events. These are the versions the Kubernetes apiserver
+// requires before it serves consistent reads from its watch cache on the
+// same answers. An error (an etcd that refuses Status) is no. version is
+// what the member reported, or the error, for the log.
+func ordersProgress(ctx context.Context, c *clientv3.Client) (ordered bool, version string) {
+	resp, err := pb.NewMaintenanceClient(c.ActiveConnection()).Status(ctx, &pb.StatusRequest{}, etcdclient.CallOptions...)
+	if err != nil {
+		return false, err.Error()
+	}
+	return progressOrdered(resp.Version), resp.Version
+}
+
+// progressOrdered is ordersProgress's rule for an etcd version: 3.4.31 on
+// in 3.4, 3.5.13 on in 3.5, and every release from 3.6.
+func progressOrdered(version string) bool {
+	version, _, _ = strings.Cut(version, "-") // a pre-release counts as its release
+	parts := strings.Split(version, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	var v [3]int
+	for i, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 {
+			return false
+		}
+		v[i] = n
+	}
+	switch {
+	case v[0] != 3:
+		return v[0] > 3
+	case v[1] == 4:
+		return v[2] >= 31
+	case v[1] == 5:
+		return v[2] >= 13
+	}
+	return v[1] > 5
 }
 
 // send sends req. gRPC's Send reports a stream that has ended as io.EOF,
