@@ -658,3 +658,36 @@ func TestProgressAnswerAmongEventsCounts(t *testing.T) {
 		t.Errorf("%v watches dropped as lagging or silent", got)
 	}
 }
+
+// etcd drops a progress request that comes while a watcher of the stream
+// is still catching up (it answers only once every one is synced), and
+// sends a watcher that is far behind 1,000 revisions at a time. A stream
+// that asked once, with its first event, was later dropped as lagging
+// (a member) or taken for a grpc-proxy; it asks again each interval.
+func TestProgressAskedAgainAfterCatchingUp(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "member", Client: cli}}, live)
+	s.afterLoad = func() {
+		// Between the load and its watch: the watch starts 1,500
+		// revisions behind.
+		var wg sync.WaitGroup
+		for w := range 10 {
+			wg.Go(func() {
+				for i := range 150 {
+					mustPut(t, cli, fmt.Sprintf("/skydns/local/cluster/svc/ns/s%d-%d/x", w, i), `{"host":"10.0.0.1"}`)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	runStore(t, s)
+	eventually(t, "the backlog", func() bool { return len(addrs(s.Snapshot(), "s9-149.ns.svc.cluster.local")) == 1 })
+	time.Sleep(3 * live.Timeout)
+	last := mustPut(t, cli, "/registry/configmaps/ns/c", "data")
+	eventually(t, "a progress answer past a write outside the prefix", func() bool { return value(s.revision) >= float64(last) })
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)) + value(s.restarts.WithLabelValues(ReasonProgressTimeout)); got != 0 {
+		t.Errorf("%v watches dropped as lagging or silent", got)
+	}
+}

@@ -1200,9 +1200,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// the load). So a read of the endpoint proves it alive, once
 			// an interval. Which one it is shows once the cluster is past
 			// the watch's start (an event, or a linearizable read, which
-			// a proxy does not answer from its cache, now and then): one
-			// progress request then, answered by a member and left
-			// unanswered for a timeout by a proxy.
+			// a proxy does not answer from its cache, now and then):
+			// progress requests then, one an interval, answered by a
+			// member and left unanswered for a timeout by a proxy.
 			if quiet < s.live.Interval || time.Since(probed) < s.live.Interval {
 				continue
 			}
@@ -1233,6 +1233,14 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 					ask()
 				}
 			}
+			if !past.IsZero() && time.Since(asked) >= s.live.Interval {
+				// etcd drops a request that comes while a watcher of the
+				// stream is catching up (it answers only once every one is
+				// synced, and sends one far behind 1,000 revisions at a
+				// time): asked once, with the first event, a stream that
+				// started far behind was dropped as lagging.
+				ask()
+			}
 			if !past.IsZero() && time.Since(past) >= s.live.Timeout {
 				if member {
 					// A member past the watch's start that neither sends
@@ -1254,9 +1262,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		last = time.Now()
 		s.proven()
-		if len(r.resp.Events) > 0 && !answered && past.IsZero() && !s.noProgress[ep.Name] {
-			past = time.Now() // the cluster is past the watch's start
-			ask()
+		if len(r.resp.Events) > 0 && !answered && !s.noProgress[ep.Name] {
+			if past.IsZero() {
+				ask()
+			}
+			// The cluster is past the watch's start. Until the stream
+			// answers, its silence is counted from its last event.
+			past = time.Now()
 		}
 		if len(r.resp.Events) == 0 {
 			if v := report(r.resp); v > cur.Rev {
