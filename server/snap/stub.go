@@ -47,8 +47,16 @@ func (b *Batch) PutStub(key string, value []byte) (domain string, err error) {
 		b.DeleteStub(key)
 		return domain, err
 	}
+	byKey := func(s StubServer, k string) int { return cmp.Compare(s.Key, k) }
+	if held := b.z.stubs[domain]; held != nil {
+		// Written again as held (a watch resumed at a revision it has
+		// applied, a writer's resync): no copy, so no change.
+		if i, found := slices.BinarySearchFunc(held.Servers, key, byKey); found && held.Servers[i].Addr == addr {
+			return domain, nil
+		}
+	}
 	st := b.stub(domain)
-	i, found := slices.BinarySearchFunc(st.Servers, key, func(s StubServer, k string) int { return cmp.Compare(s.Key, k) })
+	i, found := slices.BinarySearchFunc(st.Servers, key, byKey)
 	if found {
 		st.Servers[i].Addr = addr
 	} else {

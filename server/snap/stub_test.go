@@ -139,3 +139,33 @@ func TestBatchEditsStubs(t *testing.T) {
 		t.Errorf("z2 changed: %s", got)
 	}
 }
+
+// A nameserver written again as held is no change (a writer's resync): the
+// zone is kept, its SOA serial and the answer cache with it. Another
+// address is one.
+func TestPutStubOfAHeldServerChangesNothing(t *testing.T) {
+	const key = "/skydns/local/cluster/dns/stub/com/miek/ns1"
+	z0 := NewZone(cfg)
+	b := z0.Edit()
+	if _, err := b.PutStub(key, []byte(`{"host":"10.0.0.1","port":53}`)); err != nil {
+		t.Fatal(err)
+	}
+	z1 := b.Done(7)
+	b = z1.Edit()
+	if _, err := b.PutStub(key, []byte(`{"host":"10.0.0.1","port":53}`)); err != nil {
+		t.Fatal(err)
+	}
+	if b.Changed() {
+		t.Error("the held nameserver written again changed the zone")
+	}
+	b = z1.Edit()
+	if _, err := b.PutStub(key, []byte(`{"host":"10.0.0.1","port":54}`)); err != nil {
+		t.Fatal(err)
+	}
+	if !b.Changed() {
+		t.Error("another port is no change")
+	}
+	if got := servers(b.Done(8).stubs["miek.com"]); got != "miek.com 10.0.0.1:54" {
+		t.Errorf("after the change: %s", got)
+	}
+}
