@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"google.golang.org/grpc"
 
 	"github.com/etcdns/etcdns/config"
@@ -689,5 +690,55 @@ func TestProgressAskedAgainAfterCatchingUp(t *testing.T) {
 	eventually(t, "a progress answer past a write outside the prefix", func() bool { return value(s.revision) >= float64(last) })
 	if got := value(s.restarts.WithLabelValues(ReasonLagging)) + value(s.restarts.WithLabelValues(ReasonProgressTimeout)); got != 0 {
 		t.Errorf("%v watches dropped as lagging or silent", got)
+	}
+}
+
+// dropsProgress is a client whose watch streams never pass on progress
+// requests, as etcd's grpc-proxy does; the rest passes.
+func dropsProgress(t *testing.T, endpoint string) *clientv3.Client {
+	t.Helper()
+	drop := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || method != "/etcdserverpb.Watch/Watch" {
+			return cs, err
+		}
+		return progressDropped{cs}, nil
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(drop)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+type progressDropped struct{ grpc.ClientStream }
+
+func (p progressDropped) SendMsg(m any) error {
+	if r, ok := m.(*pb.WatchRequest); ok && r.GetProgressRequest() != nil {
+		return nil
+	}
+	return p.ClientStream.SendMsg(m)
+}
+
+// etcd's own progress notifications, one watcher's each, which a
+// grpc-proxy passes on while it drops progress requests, are no answers:
+// taken for one, a quiet stream through a proxy was held to answers that
+// never came and dropped after each notification.
+func TestNotificationsAreNoAnswers(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
+	v3rpc.SetProgressReportInterval(time.Second)
+	frz := startFreezer(t, strings.TrimPrefix(cli.Endpoints()[0], "http://")) // no member by its address
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "proxy", Client: dropsProgress(t, frz.l.Addr().String())}}, live)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	runStore(t, s)
+	mustPut(t, cli, "/registry/configmaps/ns/c", "data") // past the watch's start
+	time.Sleep(4 * time.Second)
+	if got := value(s.restarts.WithLabelValues(ReasonProgressTimeout)) + value(s.restarts.WithLabelValues(ReasonLagging)); got != 0 {
+		t.Errorf("a healthy quiet stream through a proxy dropped %v times in 4 s", got)
 	}
 }

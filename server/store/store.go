@@ -1079,12 +1079,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// report takes a response without events, and returns the revision
 	// the resume point may move to (0: none). The last watcher's created
 	// response: readiness waits for the revision a progress request will
-	// show quickest. A progress report: the stream answers them, and
-	// nothing in its prefixes changed up to its revision; where it answers
-	// a request (watch ID -1; etcd's own notifications name one watcher)
-	// and the member sends it after every event before it (ordered), it
-	// vouches for every prefix on the stream, and writes outside them (an
-	// apiserver's, the publisher's election) move the resume point too:
+	// show quickest. The answer to a progress request (watch ID -1): the
+	// stream answers them, and nothing in its prefixes changed up to its
+	// revision; where the member sends it after every event before it
+	// (ordered), it vouches for every prefix on the stream, and writes
+	// outside them (an apiserver's, the publisher's election) move the
+	// resume point too:
 	// a frontend of a quiet prefix resumes without a relist after etcd has
 	// compacted past its last change. Responses drained into a batch of
 	// events come here as well: an answer taken there for just another
@@ -1097,12 +1097,22 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			return 0
 		}
+		if resp.WatchId != clientv3.InvalidWatchID {
+			// etcd's own notification for one watcher, sent each
+			// --experimental-watch-progress-notify-interval (10 minutes
+			// by default). A grpc-proxy passes these on while it drops
+			// progress requests: taken for an answer, it left a proxy's
+			// stream held to answers that never came, dropped as silent
+			// or lagging at each notification. It proves the stream
+			// alive, as every response does, and no more.
+			return 0
+		}
 		answered = true
 		s.progress[ep.Name] = true
 		held = true
 		rev := resp.GetHeader().GetRevision()
 		shown = max(shown, rev)
-		if resp.WatchId == clientv3.InvalidWatchID && ordered.Load() {
+		if ordered.Load() {
 			return rev
 		}
 		return 0
@@ -1277,7 +1287,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			s.shown(shown)
 			s.caughtUp(shown)
-			s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
+			if r.resp.Created || r.resp.WatchId == clientv3.InvalidWatchID {
+				s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
+			}
 			continue
 		}
 		// A response never splits a revision, and applying it whole keeps
