@@ -16,12 +16,15 @@
 // progress request on that very stream (the store reads etcd's Watch
 // stream itself, stream.go, and sends the request on it), and any response
 // on it (events, the answer, etcd's own progress notifications) proves it
-// alive. Quiet for the liveness timeout, the stream is dropped and the
-// watch resumes on the next endpoint after the last revision the stream
-// delivered, writes that changed nothing served included (another
-// cluster's keys under the prefix, a value written again as it was): etcd
-// still holds the history after it, so there is no relist; only
-// ErrCompacted relists. Writes outside the watched prefixes show nothing
+// alive, but only an answer (watch ID -1) shows that the stream answers:
+// etcd's own notifications, one watcher's each, come through a grpc-proxy
+// that drops the requests. Quiet for the liveness timeout, the stream is
+// dropped and the watch resumes on the next endpoint after the last
+// revision the stream delivered for every one of its watchers (each
+// catches up on its own), writes that changed nothing served included
+// (another cluster's keys under the prefix, a value written again as it
+// was): etcd still holds the history after it, so there is no relist;
+// only ErrCompacted relists. Writes outside the watched prefixes show nothing
 // on the stream; the answer to a progress request carries the resume
 // point past them, from a member that sends it after every event before
 // it (etcd 3.4.31, 3.5.13 on: ordersProgress asks the member's version),
@@ -32,9 +35,10 @@
 // resumes a broken stream on the same connection.
 //
 // Two details shape this. etcd 3.5 answers a progress request only when
-// every watcher on the stream is synced, so a stream still catching up
-// may leave it unanswered: events arriving count as proof too, and the
-// stream is dropped only when nothing at all came. And a client of several
+// every watcher on the stream is synced and drops it otherwise, so a
+// stream still catching up may leave it unanswered: events arriving count
+// as proof too, the stream is dropped only when nothing at all came, and
+// one that has not answered yet is asked again each interval. And a client of several
 // endpoints keeps a stream on the connection it was opened on, which gRPC
 // still reports ready while its member is frozen; so the watch runs on one
 // client per endpoint (Endpoint) and moves to the next one explicitly,

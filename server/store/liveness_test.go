@@ -21,6 +21,7 @@ import (
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/internal/testetcd"
+	"github.com/etcdns/etcdns/server/snap"
 )
 
 // freezer is a TCP proxy to etcd that can stop passing bytes while keeping
@@ -740,5 +741,51 @@ func TestNotificationsAreNoAnswers(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	if got := value(s.restarts.WithLabelValues(ReasonProgressTimeout)) + value(s.restarts.WithLabelValues(ReasonLagging)); got != 0 {
 		t.Errorf("a healthy quiet stream through a proxy dropped %v times in 4 s", got)
+	}
+}
+
+// Each watcher of a stream catches up on its own, so with two prefixes the
+// first's replay can come, and be applied, before the second's older
+// changes. The watch resumes after the least revision every watcher has
+// shown: resumed after the first's, a stream cut then skipped the second's
+// changes, never served until a relist (found by a read-only review).
+func TestResumeWaitsForEveryPrefix(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct)
+	zones := []snap.Config{{Name: "cluster.local", Prefix: "/skydns", TTL: 5}, {Name: "cluster2.local", Prefix: "/dns2", TTL: 5}}
+	key := map[string]string{"/skydns": "/skydns/local/cluster/svc/ns/a/x", "/dns2": "/dns2/local/cluster2/svc/ns/b/x"}
+	name := map[string]string{"/skydns": "a.ns.svc.cluster.local", "/dns2": "b.ns.svc.cluster2.local"}
+	s := New(cli, zones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	var first, second atomic.Value // the prefixes in the order their watchers are created
+	var loads atomic.Int32
+	s.afterLoad = func() {
+		if loads.Add(1) > 1 {
+			return
+		}
+		zs := s.Snapshot().Zones
+		first.Store(zs[0].Prefix)
+		second.Store(zs[1].Prefix)
+		// Between the load and its watch: the second watcher's change
+		// first, then the first's.
+		mustPut(t, cli, key[zs[1].Prefix], `{"host":"10.0.0.2"}`)
+		mustPut(t, cli, key[zs[0].Prefix], `{"host":"10.0.0.1"}`)
+	}
+	// Each create reaches etcd a second after it is sent: the first
+	// watcher replays its change a second before the second is created.
+	frz.mu.Lock()
+	frz.late = time.Second
+	frz.mu.Unlock()
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 3 * time.Second}
+	s.WatchOn([]Endpoint{{Name: "first", Client: client(t, frz.l.Addr().String())}, {Name: "second", Client: client(t, direct)}}, live)
+	runStore(t, s)
+	eventually(t, "the first prefix's change", func() bool { return len(addrs(s.Snapshot(), name[first.Load().(string)])) == 1 })
+	frz.freeze() // before the second watcher is created
+	defer frz.thaw()
+	eventually(t, "the second prefix's change, after the watch moved", func() bool {
+		return len(addrs(s.Snapshot(), name[second.Load().(string)])) == 1
+	})
+	if got := loads.Load(); got != 1 {
+		t.Errorf("%d loads: want the watch resumed, not a relist", got)
 	}
 }

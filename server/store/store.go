@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -950,7 +951,6 @@ var errProgressTimeout = errors.New("watch stream sent nothing, not even progres
 func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	defer func() { s.watched = cur }()
 	var prefixes []string
 	for _, z := range cur.Zones {
 		if p := z.Prefix + "/"; !slices.Contains(prefixes, p) {
@@ -958,6 +958,27 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 	}
 	from := cur.Rev
+	// seen[i] is the revision up to which the stream has delivered every
+	// change under prefixes[i]: its watcher's last event's, or that of an
+	// answer to a progress request, which speaks for every watcher. Each
+	// watcher catches up on its own (etcd sends one far behind 1,000
+	// revisions at a time), so one prefix's events say nothing of
+	// another's. done[i] is seen[i] moved only by events and by the
+	// answers of a member that orders them (ordered): the next watch
+	// resumes after the least of them, which may be below the snapshot's
+	// revision. What it then replays that the snapshot holds changes
+	// nothing once applied; a key changed twice since may show its older
+	// value for a moment.
+	seen, done := make([]int64, len(prefixes)), make([]int64, len(prefixes))
+	for i := range prefixes {
+		seen[i], done[i] = from, from
+	}
+	defer func() {
+		s.watched = cur
+		if c := slices.Min(done); c != cur.Rev {
+			s.watched = &snap.Snapshot{Rev: c, Zones: cur.Zones}
+		}
+	}()
 	// The stream is opened off this goroutine: gRPC waits for a ready
 	// connection, and a frozen member never answers the creates, so the
 	// liveness checks below run meanwhile (see
@@ -1012,9 +1033,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 	}
 	// shown is the revision up to which the stream has delivered every
-	// change: the last event's, or a progress report's. A created
-	// response's revision is not: the events before it may still come.
-	shown := cur.Rev
+	// change: the least of seen. A created response's revision is not:
+	// the events before it may still come.
+	shown := from
 	// held: the stream can be held to revisions heard of elsewhere, since
 	// its endpoint answered a progress request before or is a member.
 	member := s.isMember(ep)
@@ -1076,46 +1097,62 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		return max(due.Sub(now), time.Millisecond)
 	}
-	// report takes a response without events, and returns the revision
-	// the resume point may move to (0: none). The last watcher's created
+	// report takes a response without events. The last watcher's created
 	// response: readiness waits for the revision a progress request will
 	// show quickest. The answer to a progress request (watch ID -1): the
 	// stream answers them, and nothing in its prefixes changed up to its
 	// revision; where the member sends it after every event before it
-	// (ordered), it vouches for every prefix on the stream, and writes
-	// outside them (an apiserver's, the publisher's election) move the
-	// resume point too:
-	// a frontend of a quiet prefix resumes without a relist after etcd has
+	// (ordered), it moves the resume point (done) too, so writes outside
+	// the prefixes (an apiserver's, the publisher's election) do: a
+	// frontend of a quiet prefix resumes without a relist after etcd has
 	// compacted past its last change. Responses drained into a batch of
 	// events come here as well: an answer taken there for just another
 	// event once left the stream judged silent, a member's dropped as
 	// lagging and anything else's taken for a grpc-proxy.
-	report := func(resp *etcdserverpb.WatchResponse) int64 {
+	report := func(r result) {
+		resp := r.resp
 		if resp.Created {
 			if s.readyAt != 0 && !s.noProgress[ep.Name] {
 				ask()
 			}
-			return 0
+			return
 		}
 		if resp.WatchId != clientv3.InvalidWatchID {
 			// etcd's own notification for one watcher, sent each
 			// --experimental-watch-progress-notify-interval (10 minutes
-			// by default). A grpc-proxy passes these on while it drops
-			// progress requests: taken for an answer, it left a proxy's
-			// stream held to answers that never came, dropped as silent
-			// or lagging at each notification. It proves the stream
-			// alive, as every response does, and no more.
-			return 0
+			// by default): its prefix has no change up to its revision.
+			// A grpc-proxy passes these on while it drops progress
+			// requests: taken for an answer, it left a proxy's stream
+			// held to answers that never came, dropped as silent or
+			// lagging at each notification. It is no answer, and does
+			// not move the resume point.
+			if r.prefix >= 0 {
+				seen[r.prefix] = max(seen[r.prefix], resp.GetHeader().GetRevision())
+				shown = slices.Min(seen)
+			}
+			return
 		}
 		answered = true
 		s.progress[ep.Name] = true
 		held = true
 		rev := resp.GetHeader().GetRevision()
-		shown = max(shown, rev)
-		if ordered.Load() {
-			return rev
+		for i := range seen {
+			seen[i] = max(seen[i], rev)
+			if ordered.Load() {
+				done[i] = max(done[i], rev)
+			}
 		}
-		return 0
+		shown = slices.Min(seen)
+	}
+	// saw notes the events of r as delivered for its watcher's prefix.
+	saw := func(r result) {
+		i, last := r.prefix, r.resp.Events[len(r.resp.Events)-1]
+		if i < 0 {
+			i = slices.IndexFunc(prefixes, func(p string) bool { return bytes.HasPrefix(last.Kv.Key, []byte(p)) })
+		}
+		if i >= 0 {
+			seen[i], done[i] = max(seen[i], last.Kv.ModRevision), max(done[i], last.Kv.ModRevision)
+		}
 	}
 	for {
 		now := time.Now()
@@ -1281,14 +1318,13 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			past = time.Now()
 		}
 		if len(r.resp.Events) == 0 {
-			if v := report(r.resp); v > cur.Rev {
-				// Nothing served changed, so nothing is published.
-				cur = &snap.Snapshot{Rev: v, Zones: cur.Zones}
-			}
+			report(r)
 			s.shown(shown)
 			s.caughtUp(shown)
-			if r.resp.Created || r.resp.WatchId == clientv3.InvalidWatchID {
+			if r.resp.Created {
 				s.revision.Set(float64(max(cur.Rev, r.resp.GetHeader().GetRevision())))
+			} else {
+				s.revision.Set(float64(max(cur.Rev, shown)))
 			}
 			continue
 		}
@@ -1298,8 +1334,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		// snapshot per response would copy the touched shards again and
 		// again, and the burst would land later, not sooner.
 		events := r.resp.Events
+		saw(r)
 		var pending error
-		var vouched int64 // what progress answers among the batch vouch for
 	drain:
 		for yielded := false; len(events) < maxCoalesced; {
 			var more result
@@ -1322,20 +1358,15 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				break drain
 			}
 			if len(more.resp.Events) == 0 {
-				vouched = max(vouched, report(more.resp))
+				report(more)
 				continue
 			}
+			saw(more)
 			events = append(events[:len(events):len(events)], more.resp.Events...)
 		}
-		for _, ev := range events {
-			shown = max(shown, ev.Kv.ModRevision)
-		}
+		shown = slices.Min(seen)
 		s.shown(shown)
 		next, changed := s.apply(cur, events)
-		// An answer in the batch vouches for every revision up to its own:
-		// the events before it on the stream are at or below it, those
-		// after it above.
-		next.Rev = max(next.Rev, vouched)
 		if pending != nil {
 			if changed {
 				s.publish(next)
@@ -1398,8 +1429,9 @@ func later(a, b time.Time) time.Time {
 
 // result is one watch response, or why the watch ended.
 type result struct {
-	resp *etcdserverpb.WatchResponse
-	err  error
+	resp   *etcdserverpb.WatchResponse
+	prefix int // of the watcher it is for; -1: none (see receive)
+	err    error
 }
 
 // apply derives the next snapshot from events: only the zones they change

@@ -168,7 +168,9 @@ func (st *stream) send(req *pb.WatchRequest) error {
 }
 
 // receive reads the stream until it fails or ctx ends, handing out each
-// response, and the error that ended it last. The watchers of prefixes[1:]
+// response, with the index in prefixes of the watcher it is for (-1: the
+// stream's, an answer to a progress request), and the error that ended it
+// last. The watchers of prefixes[1:]
 // are created in turn, each once the previous one's created response came.
 // Only the last created response is handed out, and created is called
 // before it: the store asks for progress only from then on, since etcd
@@ -177,11 +179,17 @@ func (st *stream) send(req *pb.WatchRequest) error {
 // the revision the watchers start at.
 func (st *stream) receive(ctx context.Context, prefixes []string, from int64, out chan<- result, created func()) {
 	next := 1
+	watchers := map[int64]int{} // watch ID -> prefix, from the created responses, which come in order
 	for {
 		resp, err := st.ws.Recv()
-		r := result{resp: resp, err: streamErr(err)}
+		r := result{resp: resp, err: streamErr(err), prefix: -1}
 		if err == nil {
 			r.err = canceled(resp, from)
+			if resp.Created {
+				watchers[resp.WatchId] = len(watchers)
+			} else if i, ok := watchers[resp.WatchId]; ok {
+				r.prefix = i
+			}
 		}
 		if r.err == nil && resp.Created {
 			if next < len(prefixes) {
