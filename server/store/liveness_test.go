@@ -325,6 +325,12 @@ func TestCoalescingStreamIsNotTakenForBehind(t *testing.T) {
 // but their creation: every event, progress report and cancel is dropped.
 func withholdingClient(t *testing.T, endpoint string) *clientv3.Client {
 	t.Helper()
+	return wrappedWatches(t, endpoint, func(cs grpc.ClientStream) grpc.ClientStream { return withholding{cs} })
+}
+
+// wrappedWatches dials endpoint with its watch streams wrapped.
+func wrappedWatches(t *testing.T, endpoint string, wrap func(grpc.ClientStream) grpc.ClientStream) *clientv3.Client {
+	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(
@@ -333,7 +339,7 @@ func withholdingClient(t *testing.T, endpoint string) *clientv3.Client {
 				if err != nil || method != "/etcdserverpb.Watch/Watch" {
 					return cs, err
 				}
-				return withholding{cs}, nil
+				return wrap(cs), nil
 			})},
 	})
 	if err != nil {
@@ -698,20 +704,7 @@ func TestProgressAskedAgainAfterCatchingUp(t *testing.T) {
 // requests, as etcd's grpc-proxy does; the rest passes.
 func dropsProgress(t *testing.T, endpoint string) *clientv3.Client {
 	t.Helper()
-	drop := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		cs, err := streamer(ctx, desc, cc, method, opts...)
-		if err != nil || method != "/etcdserverpb.Watch/Watch" {
-			return cs, err
-		}
-		return progressDropped{cs}, nil
-	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(drop)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return wrappedWatches(t, endpoint, func(cs grpc.ClientStream) grpc.ClientStream { return progressDropped{cs} })
 }
 
 type progressDropped struct{ grpc.ClientStream }
