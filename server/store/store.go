@@ -1018,6 +1018,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// which a member answers them.
 	answered := false
 	var past time.Time
+	// unanswered: progress requests sent before the stream answered one.
+	unanswered := 0
 	// checked: the last linearizable read that looked for the cluster
 	// past the watch's start; they back off to maxCheck, since a cluster
 	// nothing is written to may stay where it is for hours.
@@ -1124,10 +1126,17 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// A grpc-proxy passes these on while it drops progress
 			// requests: taken for an answer, it left a proxy's stream
 			// held to answers that never came, dropped as silent or
-			// lagging at each notification. It is no answer, and does
-			// not move the resume point.
-			if r.prefix >= 0 {
-				seen[r.prefix] = max(seen[r.prefix], resp.GetHeader().GetRevision())
+			// lagging at each notification. It is no answer. From a
+			// member that orders its answers it comes after its
+			// watcher's events as they do, and moves that prefix's
+			// resume point: the one way through a proxy that a quiet
+			// prefix beside a busy one stops holding it back.
+			if i := r.prefix; i >= 0 {
+				rev := resp.GetHeader().GetRevision()
+				seen[i] = max(seen[i], rev)
+				if ordered.Load() {
+					done[i] = max(done[i], rev)
+				}
 				shown = slices.Min(seen)
 			}
 			return
@@ -1229,6 +1238,25 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 					ask()
 				}
 			}
+			switch {
+			case answered:
+				if ordered.Load() && slices.Min(done) < cur.Rev && time.Since(asked) >= s.live.Timeout {
+					// A prefix whose watcher has sent nothing beside a
+					// busy one, which keeps the stream from going quiet:
+					// an answer moves its resume point.
+					ask()
+				}
+			case !past.IsZero() && !s.noProgress[ep.Name] && unanswered < maxUnanswered && time.Since(asked) >= s.live.Interval:
+				// etcd drops a request that comes while a watcher of the
+				// stream is catching up (it answers only once every one is
+				// synced, and sends one far behind 1,000 revisions at a
+				// time): asked once, with the first event, a stream that
+				// started far behind was dropped as lagging once quiet, and
+				// one kept busy was never asked again. A few times, not
+				// more: a grpc-proxy logs each one as an error.
+				ask()
+				unanswered++
+			}
 			quiet := time.Since(last)
 			if answered {
 				// It answers progress requests: its silence means it
@@ -1278,17 +1306,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				if err == nil && rev > from {
 					past = time.Now()
 					ask()
+					unanswered++
 				}
 			}
-			if !past.IsZero() && time.Since(asked) >= s.live.Interval {
-				// etcd drops a request that comes while a watcher of the
-				// stream is catching up (it answers only once every one is
-				// synced, and sends one far behind 1,000 revisions at a
-				// time): asked once, with the first event, a stream that
-				// started far behind was dropped as lagging.
-				ask()
-			}
-			if !past.IsZero() && time.Since(past) >= s.live.Timeout {
+			// Judged once the last request has had the time an answer
+			// takes, less the interval it was asked after.
+			if !past.IsZero() && time.Since(past) >= s.live.Timeout && time.Since(asked) >= s.live.Timeout-s.live.Interval {
 				if member {
 					// A member past the watch's start that neither sends
 					// events nor answers progress is withholding them.
@@ -1309,13 +1332,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		}
 		last = time.Now()
 		s.proven()
-		if len(r.resp.Events) > 0 && !answered && !s.noProgress[ep.Name] {
-			if past.IsZero() {
-				ask()
-			}
-			// The cluster is past the watch's start. Until the stream
-			// answers, its silence is counted from its last event.
-			past = time.Now()
+		if len(r.resp.Events) > 0 && !answered && past.IsZero() && !s.noProgress[ep.Name] {
+			past = time.Now() // the cluster is past the watch's start
+			ask()
+			unanswered++
 		}
 		if len(r.resp.Events) == 0 {
 			report(r)
@@ -1418,6 +1438,10 @@ func (s *Store) checkOrder(ctx context.Context, ep Endpoint, ordered *atomic.Boo
 			"endpoint", ep.Name, "version", version)
 	}
 }
+
+// maxUnanswered is how many progress requests a stream that has answered
+// none is sent before its endpoint is judged (see watch).
+const maxUnanswered = 3
 
 // later is the later of two times.
 func later(a, b time.Time) time.Time {

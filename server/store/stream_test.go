@@ -1,12 +1,15 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -37,5 +40,58 @@ func TestStreamEndsAreCountedForWhatTheyAre(t *testing.T) {
 	}
 	if err := canceled(&pb.WatchResponse{Canceled: true, CompactRevision: 7}, 5); err == nil || fmt.Sprint(err) != "watch from revision 5, compacted at 7: etcdserver: mvcc: required revision has been compacted" {
 		t.Errorf("compacted: %v", err)
+	}
+}
+
+// scripted is a Watch stream that returns responses from a script and
+// takes every request.
+type scripted struct {
+	grpc.ClientStream
+	script []*pb.WatchResponse
+}
+
+func (s *scripted) Send(*pb.WatchRequest) error { return nil }
+
+func (s *scripted) Recv() (*pb.WatchResponse, error) {
+	if len(s.script) == 0 {
+		return nil, context.Canceled
+	}
+	r := s.script[0]
+	s.script = s.script[1:]
+	return r, nil
+}
+
+// receive tells each response's watcher by the watch ID its created
+// response gave, in the order the creates were sent, whatever the IDs are:
+// through a grpc-proxy they are the proxy's.
+func TestReceiveTellsTheWatcherOfEachResponse(t *testing.T) {
+	event := func(id int64, key string) *pb.WatchResponse {
+		return &pb.WatchResponse{WatchId: id, Events: []*mvccpb.Event{{Kv: &mvccpb.KeyValue{Key: []byte(key), ModRevision: 9}}}}
+	}
+	st := &stream{ws: &scripted{script: []*pb.WatchResponse{
+		{WatchId: 7, Created: true},
+		event(7, "/a/x"),
+		{WatchId: 3, Created: true},
+		event(3, "/b/x"),
+		event(7, "/a/y"),
+		{WatchId: 3, Header: &pb.ResponseHeader{Revision: 12}},  // a notification
+		{WatchId: -1, Header: &pb.ResponseHeader{Revision: 12}}, // an answer
+	}}}
+	out := make(chan result, 16)
+	st.receive(context.Background(), []string{"/a/", "/b/"}, 5, out, func() {})
+	var got []int
+	for len(out) > 0 {
+		if r := <-out; r.err == nil {
+			got = append(got, r.prefix)
+		}
+	}
+	want := []int{0, -1, 1, 0, 1, -1} // the last created response is handed on, for no prefix
+	if len(got) != len(want) {
+		t.Fatalf("prefixes %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("prefixes %v, want %v", got, want)
+		}
 	}
 }
