@@ -1225,6 +1225,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				if p, freed := cur.Pack(packScattered); freed > 0 {
 					cur = p
 					s.publish(cur)
+					s.revision.Set(float64(max(cur.Rev, shown))) // as an answer had set it
 					s.packed.Add(uint64(freed))
 				}
 			}
@@ -1411,6 +1412,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		var freed int
 		cur, freed = next.Pack(packBusy)
 		s.publish(cur)
+		s.revision.Set(float64(max(cur.Rev, shown))) // never back below an answer's
 		s.packed.Add(uint64(freed))
 		s.caughtUp(shown)
 		// The time spent applying is ours, not the stream's silence.
