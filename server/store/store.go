@@ -127,10 +127,11 @@ type Store struct {
 	readyAt int64
 	readyBy time.Time
 	// watched is where the last watch left off: the published snapshot's
-	// zones at the newest revision the stream delivered and applied,
-	// which changes outside the zones, or to values as they were, and an
-	// ordered member's progress answers move on without publishing (see
-	// watch). The next watch resumes from it.
+	// zones at the least revision up to which every prefix's watcher
+	// delivered (and the store applied) every change, which changes
+	// outside the zones, to values as they were, and an ordered member's
+	// progress answers move on without publishing (see watch). The next
+	// watch resumes after it.
 	// Only Run's goroutine uses it.
 	watched *snap.Snapshot
 
@@ -959,14 +960,14 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	}
 	from := cur.Rev
 	// seen[i] is the revision up to which the stream has delivered every
-	// change under prefixes[i]: its watcher's last event's, or that of an
-	// answer to a progress request, which speaks for every watcher. Each
-	// watcher catches up on its own (etcd sends one far behind 1,000
-	// revisions at a time), so one prefix's events say nothing of
-	// another's. done[i] is seen[i] moved only by events and by the
-	// answers of a member that orders them (ordered): the next watch
-	// resumes after the least of them, which may be below the snapshot's
-	// revision. What it then replays that the snapshot holds changes
+	// change under prefixes[i]: its watcher's last event's, etcd's last
+	// notification for it, or an answer to a progress request, which
+	// speaks for every watcher. Each watcher catches up on its own (etcd
+	// sends one far behind 1,000 revisions at a time), so one prefix's
+	// events say nothing of another's. done[i] is seen[i] moved only by
+	// events and by the answers and notifications of a member that orders
+	// them (ordered): the next watch resumes after the least of them,
+	// which may be below the snapshot's revision. What it then replays that the snapshot holds changes
 	// nothing once applied; a key changed twice since may show its older
 	// value for a moment.
 	seen, done := make([]int64, len(prefixes)), make([]int64, len(prefixes))
@@ -1277,8 +1278,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// an interval. Which one it is shows once the cluster is past
 			// the watch's start (an event, or a linearizable read, which
 			// a proxy does not answer from its cache, now and then):
-			// progress requests then, one an interval, answered by a
-			// member and left unanswered for a timeout by a proxy.
+			// progress requests then, up to maxUnanswered an interval
+			// apart, answered by a member and left unanswered by a proxy.
 			if quiet < s.live.Interval || time.Since(probed) < s.live.Interval {
 				continue
 			}
