@@ -1019,8 +1019,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// which a member answers them.
 	answered := false
 	var past time.Time
-	// unanswered: progress requests sent before the stream answered one.
-	unanswered := 0
+	// unanswered: progress requests sent before the stream answered one,
+	// the last at lastUnanswered (not counting those the lag checks send).
+	unanswered, lastUnanswered := 0, time.Time{}
 	// checked: the last linearizable read that looked for the cluster
 	// past the watch's start; they back off to maxCheck, since a cluster
 	// nothing is written to may stay where it is for hours.
@@ -1034,6 +1035,11 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		if st := open.Load(); st != nil {
 			go func() { _ = st.requestProgress() }()
 		}
+	}
+	askUnanswered := func() {
+		ask()
+		unanswered++
+		lastUnanswered = asked
 	}
 	// shown is the revision up to which the stream has delivered every
 	// change: the least of seen. A created response's revision is not:
@@ -1256,8 +1262,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				// started far behind was dropped as lagging once quiet, and
 				// one kept busy was never asked again. A few times, not
 				// more: a grpc-proxy logs each one as an error.
-				ask()
-				unanswered++
+				askUnanswered()
 			}
 			quiet := time.Since(last)
 			if answered {
@@ -1307,13 +1312,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				}
 				if err == nil && rev > from {
 					past = time.Now()
-					ask()
-					unanswered++
+					askUnanswered()
 				}
 			}
 			// Judged once the last request has had the time an answer
 			// takes, less the interval it was asked after.
-			if !past.IsZero() && time.Since(past) >= s.live.Timeout && time.Since(asked) >= s.live.Timeout-s.live.Interval {
+			if !past.IsZero() && time.Since(past) >= s.live.Timeout && time.Since(lastUnanswered) >= s.live.Timeout-s.live.Interval {
 				if member {
 					// A member past the watch's start that neither sends
 					// events nor answers progress is withholding them.
@@ -1336,8 +1340,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		s.proven()
 		if len(r.resp.Events) > 0 && !answered && past.IsZero() && !s.noProgress[ep.Name] {
 			past = time.Now() // the cluster is past the watch's start
-			ask()
-			unanswered++
+			askUnanswered()
 		}
 		if len(r.resp.Events) == 0 {
 			report(r)
