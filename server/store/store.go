@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -1161,13 +1160,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		shown = slices.Min(seen)
 	}
 	// saw notes the events of r as delivered for its watcher's prefix.
+	// etcd sends a watcher's created response before its events, so
+	// receive knows the prefix of every event response.
 	saw := func(r result) {
-		i, last := r.prefix, r.resp.Events[len(r.resp.Events)-1]
-		if i < 0 {
-			i = slices.IndexFunc(prefixes, func(p string) bool { return bytes.HasPrefix(last.Kv.Key, []byte(p)) })
-		}
-		if i >= 0 {
-			seen[i], done[i] = max(seen[i], last.Kv.ModRevision), max(done[i], last.Kv.ModRevision)
+		if i := r.prefix; i >= 0 {
+			rev := r.resp.Events[len(r.resp.Events)-1].Kv.ModRevision
+			seen[i], done[i] = max(seen[i], rev), max(done[i], rev)
 		}
 	}
 	for {

@@ -172,13 +172,12 @@ func (st *stream) send(req *pb.WatchRequest) error {
 // receive reads the stream until it fails or ctx ends, handing out each
 // response, with the index in prefixes of the watcher it is for (-1: the
 // stream's, an answer to a progress request), and the error that ended it
-// last. The watchers of prefixes[1:]
-// are created in turn, each once the previous one's created response came.
-// Only the last created response is handed out, and created is called
-// before it: the store asks for progress only from then on, since etcd
-// answers for the watchers it has, and an answer before the last was
-// created would vouch for prefixes whose events have not come yet. from is
-// the revision the watchers start at.
+// last. The watchers of prefixes[1:] are created in turn, each once the
+// previous one's created response came. Only the last created response is
+// handed out, and created is called before it: the store asks for
+// progress only from then on, since etcd answers for the watchers it has,
+// and an answer before the last was created would vouch for prefixes whose
+// events have not come yet. from is the revision the watchers start at.
 func (st *stream) receive(ctx context.Context, prefixes []string, from int64, out chan<- result, created func()) {
 	next := 1
 	watchers := map[int64]int{} // watch ID -> prefix, from the created responses, which come in order
