@@ -21,7 +21,8 @@
 // that drops the requests. Quiet for the liveness timeout, the stream is
 // dropped and the watch resumes on the next endpoint after the last
 // revision the stream delivered for every one of its watchers (each
-// catches up on its own), writes that changed nothing served included
+// catches up on its own, and what a prefix replays that the snapshot
+// holds is dropped), writes that changed nothing served included
 // (another cluster's keys under the prefix, a value written again as it
 // was): etcd still holds the history after it, so there is no relist;
 // only ErrCompacted relists. Writes outside the watched prefixes show nothing

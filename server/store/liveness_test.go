@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/etcdserver/api/v3rpc"
 	"google.golang.org/grpc"
@@ -853,4 +854,85 @@ func putOff(t *testing.T, cli *clientv3.Client, k, v string) {
 	if _, err := cli.Put(context.Background(), k, v); err != nil {
 		t.Error(err)
 	}
+}
+
+// A resumed watch starts every watcher after the least of the prefixes'
+// resume points, and the busy prefix replays changes the snapshot holds:
+// they are dropped, not applied again, so a key changed twice does not
+// show its older value (nor its zone's SOA serial step back) while the
+// replay catches up. Starting each watcher after its own point instead
+// left a member's stream unanswered on a cluster written to no further
+// (etcd answers progress only past every watcher's start), and the lag
+// checks dropped it on every endpoint in turn. A member that does not
+// order its progress answers (3.5.12 stood in) keeps the quiet prefix's
+// point at the load.
+func TestResumeReplaysNothingItHolds(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frz := startFreezer(t, direct)
+	zones := []snap.Config{{Name: "cluster.local", Prefix: "/skydns", TTL: 5}, {Name: "cluster2.local", Prefix: "/dns2", TTL: 5}}
+	s := New(cli, zones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s.orders = func(context.Context, *clientv3.Client) (bool, string) { return false, "3.5.12" }
+	var loads atomic.Int32
+	s.afterLoad = func() { loads.Add(1) }
+	// The second endpoint hands on one event a response, 100 ms apart,
+	// so that a replay of both changes is applied one at a time.
+	second := wrappedWatches(t, direct, func(cs grpc.ClientStream) grpc.ClientStream { return &oneByOne{ClientStream: cs} })
+	live := Liveness{Interval: 200 * time.Millisecond, Timeout: 500 * time.Millisecond, LagProbe: 100 * time.Millisecond, MaxLag: 300 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "frozen-to-be", Client: client(t, frz.l.Addr().String())}, {Name: "second", Client: second}, {Name: "third", Client: client(t, direct)}}, live)
+	runStore(t, s)
+	const name = "a.ns.svc.cluster.local"
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.2"}`)
+	eventually(t, "the second change", func() bool {
+		a := addrs(s.Snapshot(), name)
+		return len(a) == 1 && a[0] == "10.0.0.2"
+	})
+	frz.freeze()
+	defer frz.thaw()
+	// Nothing is written from here on.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if a := addrs(s.Snapshot(), name); len(a) != 1 || a[0] != "10.0.0.2" {
+			t.Fatalf("%s answers %v after the move, want [10.0.0.2] throughout", name, a)
+		}
+	}
+	restarts := map[string]float64{}
+	for _, r := range []string{ReasonCompacted, ReasonProgressTimeout, ReasonNoLeader, ReasonLagging, ReasonClosed, ReasonUnreachable, ReasonError} {
+		if n := value(s.restarts.WithLabelValues(r)); n > 0 {
+			restarts[r] = n
+		}
+	}
+	if n := restarts[ReasonProgressTimeout] + restarts[ReasonLagging]; len(restarts) > 2 || n != 1 {
+		t.Errorf("restarts %v, want the frozen endpoint's one: the resumed stream answers", restarts)
+	}
+	if n := loads.Load(); n != 1 {
+		t.Errorf("%d loads: want the watch resumed, not a relist", n)
+	}
+}
+
+// oneByOne passes a watch stream on one event a response, each response
+// with events 100 ms after the one before.
+type oneByOne struct {
+	grpc.ClientStream
+	rest []*mvccpb.Event
+	of   *pb.WatchResponse
+}
+
+func (o *oneByOne) RecvMsg(m any) error {
+	r, ok := m.(*pb.WatchResponse)
+	if !ok {
+		return o.ClientStream.RecvMsg(m)
+	}
+	if len(o.rest) == 0 {
+		if err := o.ClientStream.RecvMsg(m); err != nil || len(r.Events) < 2 {
+			return err
+		}
+		o.rest, o.of = r.Events[1:], &pb.WatchResponse{Header: r.Header, WatchId: r.WatchId}
+		r.Events = r.Events[:1]
+	} else {
+		*r = pb.WatchResponse{Header: o.of.Header, WatchId: o.of.WatchId, Events: o.rest[:1]}
+		o.rest = o.rest[1:]
+	}
+	time.Sleep(100 * time.Millisecond)
+	return nil
 }

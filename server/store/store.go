@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/url"
@@ -125,14 +126,17 @@ type Store struct {
 	// (caughtUp). Only Run's goroutine uses them.
 	readyAt int64
 	readyBy time.Time
-	// watched is where the last watch left off: the published snapshot's
-	// zones at the least revision up to which every prefix's watcher
-	// delivered (and the store applied) every change, which changes
-	// outside the zones, to values as they were, and an ordered member's
-	// progress answers move on without publishing (see watch). The next
-	// watch resumes after it.
-	// Only Run's goroutine uses it.
-	watched *snap.Snapshot
+	// watched is where the last watch left off: the snapshot it had
+	// applied every change to. resumeAfter is, for each prefix, the
+	// revision up to which its watcher delivered (and the store applied)
+	// every change, which changes outside the zones, to values as they
+	// were, and an ordered member's progress answers move on without
+	// publishing (see watch); nil: the snapshot's revision. The next
+	// watch starts after the least, and drops what each prefix replays
+	// up to its own.
+	// Only Run's goroutine uses them.
+	watched     *snap.Snapshot
+	resumeAfter map[string]int64
 
 	// afterLoad runs between a load and its watch; tests use it to make
 	// etcd compact the revision the watch is about to start from.
@@ -526,9 +530,9 @@ func (s *Store) Run(ctx context.Context) error {
 			if s.afterLoad != nil {
 				s.afterLoad()
 			}
-			cur = loaded
+			cur, s.resumeAfter = loaded, nil
 		}
-		s.caughtUp(cur.Rev) // a watch that keeps failing still ends the wait
+		s.caughtUp(s.resumePoint(cur)) // a watch that keeps failing still ends the wait
 		e := s.endpoints[ep]
 		s.setEndpoint(e.Name)
 		began := time.Now()
@@ -546,24 +550,35 @@ func (s *Store) Run(ctx context.Context) error {
 		}
 		reason := reasonOf(err)
 		s.restarts.WithLabelValues(reason).Inc()
-		// What the watch applied before it failed is in the published
-		// snapshot, and s.watched is those zones at the last revision
-		// the stream delivered: a new watch starts after it.
+		// What the watch applied before it failed is in s.watched, and
+		// s.resumeAfter is where each prefix's watcher left off: a new
+		// watch starts after it.
 		cur = s.watched
+		after := s.resumePoint(cur)
 		if reason == ReasonCompacted {
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
-			s.gone = max(s.gone, cur.Rev+1)
+			s.gone = max(s.gone, after+1) // where the watch started
 			cur = nil
 		} else {
 			ep = (ep + 1) % len(s.endpoints)
 			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
-				"from", e.Name, "to", s.endpoints[ep].Name, "revision", cur.Rev+1)
+				"from", e.Name, "to", s.endpoints[ep].Name, "revision", after+1)
 		}
 		if !sleep(ctx, jitter(watchBackoff)) {
 			return nil
 		}
 		watchBackoff = min(2*watchBackoff, time.Second)
 	}
+}
+
+// resumePoint is the revision the next watch from cur starts after: the
+// least of its prefixes' (s.resumeAfter), or cur's own after a load. Up to
+// it every prefix's changes are in cur; past it, some may not be.
+func (s *Store) resumePoint(cur *snap.Snapshot) int64 {
+	if len(s.resumeAfter) == 0 {
+		return cur.Rev
+	}
+	return slices.Min(slices.Collect(maps.Values(s.resumeAfter)))
 }
 
 // jitter is d less up to half of it, at random: frontends that failed
@@ -957,7 +972,6 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			prefixes = append(prefixes, p)
 		}
 	}
-	from := cur.Rev
 	// seen[i] is the revision up to which the stream has delivered every
 	// change under prefixes[i]: its watcher's last event's, etcd's last
 	// notification for it, or an answer to a progress request, which
@@ -965,20 +979,45 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// sends one far behind 1,000 revisions at a time), so one prefix's
 	// events say nothing of another's. done[i] is seen[i] moved only by
 	// events and by the answers and notifications of a member that orders
-	// them (ordered): the next watch resumes after the least of them,
-	// which may be below the snapshot's revision. What it then replays that the snapshot holds changes
-	// nothing once applied; a key changed twice since may show its older
-	// value for a moment.
+	// them (ordered): where the next watch of prefixes[i] resumes
+	// (s.resumeAfter).
+	//
+	// Every watcher starts after the least of them, from: etcd answers a
+	// progress request only once its revision has reached every watcher's
+	// start, so a watcher started after its own prefix's point on a
+	// cluster written to no further left the stream unanswered, held to
+	// revisions it could not show, dropped as lagging on every endpoint
+	// in turn. So the others replay what the snapshot holds, and replayed
+	// drops it: applied again, a key changed twice showed its older value,
+	// and its zone's SOA serial stepped back, until the replay caught up.
 	seen, done := make([]int64, len(prefixes)), make([]int64, len(prefixes))
-	for i := range prefixes {
-		seen[i], done[i] = from, from
+	for i, p := range prefixes {
+		seen[i] = cur.Rev
+		if r, ok := s.resumeAfter[p]; ok {
+			seen[i] = r
+		}
+		done[i] = seen[i]
 	}
+	had := slices.Clone(done)
+	from := slices.Min(done)
 	defer func() {
-		s.watched = cur
-		if c := slices.Min(done); c != cur.Rev {
-			s.watched = &snap.Snapshot{Rev: c, Zones: cur.Zones}
+		s.watched, s.resumeAfter = cur, make(map[string]int64, len(prefixes))
+		for i, p := range prefixes {
+			s.resumeAfter[p] = done[i]
 		}
 	}()
+	// replayed drops the events of r that its watcher's prefix held before
+	// the watch (had), and reports whether r had events and all were such.
+	// A watcher's events come in revision order.
+	replayed := func(r *result) bool {
+		i, evs := r.prefix, r.resp.Events
+		if i < 0 || len(evs) == 0 || evs[0].Kv.ModRevision > had[i] {
+			return false
+		}
+		k, _ := slices.BinarySearchFunc(evs, had[i]+1, func(e *mvccpb.Event, rev int64) int { return cmp.Compare(e.Kv.ModRevision, rev) })
+		r.resp.Events = evs[k:]
+		return k == len(evs)
+	}
 	// The stream is opened off this goroutine: gRPC waits for a ready
 	// connection, and a frozen member never answers the creates, so the
 	// liveness checks below run meanwhile (see
@@ -1340,6 +1379,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			past = time.Now() // the cluster is past the watch's start
 			askUnanswered()
 		}
+		if replayed(&r) {
+			continue // the snapshot holds every one
+		}
 		if len(r.resp.Events) == 0 {
 			report(r)
 			s.shown(shown)
@@ -1379,6 +1421,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			if more.err != nil {
 				pending = more.err
 				break drain
+			}
+			if replayed(&more) {
+				continue
 			}
 			if len(more.resp.Events) == 0 {
 				report(more)
