@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -348,6 +350,7 @@ func (l *Loader) Load() (*Config, error) {
 	var c Config
 	err := v.UnmarshalExact(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			exactNumbers,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		)
@@ -359,6 +362,61 @@ func (l *Loader) Load() (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// exactNumbers refuses a number from the file that its setting's type
+// cannot hold as written. viper decodes weakly, so that the environment's
+// strings convert (and those it range-checks); a file's numbers it bent
+// instead: -1 for a uint32 became 4294967295, 70000 for a uint16 4464,
+// 2.7 for an integer 2, and a duration without a unit (10) that many
+// nanoseconds. 0 is a duration, as time.ParseDuration has it.
+func exactNumbers(_, to reflect.Type, data any) (any, error) {
+	var n int64
+	switch v := data.(type) {
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	case uint64:
+		if v > math.MaxInt64 {
+			if to.Kind() == reflect.Uint64 {
+				return data, nil
+			}
+			return nil, fmt.Errorf("%d is out of range", v)
+		}
+		n = int64(v)
+	case float64:
+		switch to.Kind() {
+		case reflect.Float32, reflect.Float64, reflect.String, reflect.Interface:
+			return data, nil
+		}
+		if v != math.Trunc(v) || math.Abs(v) >= math.MaxInt64 {
+			return nil, fmt.Errorf("%v is not a whole number", v)
+		}
+		n = int64(v)
+	default:
+		return data, nil
+	}
+	switch {
+	case to == durationType:
+		if n != 0 {
+			return nil, fmt.Errorf("%d has no unit: write a duration such as %ds or %dms", n, n, n)
+		}
+	case to.Kind() >= reflect.Int && to.Kind() <= reflect.Int64:
+		if bits := to.Bits(); bits < 64 && (n < -1<<(bits-1) || n > 1<<(bits-1)-1) {
+			return nil, fmt.Errorf("%d is out of range", n)
+		}
+	case to.Kind() >= reflect.Uint && to.Kind() <= reflect.Uint64:
+		if n < 0 {
+			return nil, fmt.Errorf("%d is negative", n)
+		}
+		if bits := to.Bits(); bits < 64 && uint64(n) >= 1<<bits {
+			return nil, fmt.Errorf("%d is out of range", n)
+		}
+	}
+	return data, nil
 }
 
 // Validate checks the sections a program uses, naming the key at fault.

@@ -140,6 +140,14 @@ func TestRejects(t *testing.T) {
 	os.WriteFile(unknown, []byte("dnsd:\n  bogus: 1\n"), 0o644)
 	noAllow := filepath.Join(dir, "n.yaml")
 	os.WriteFile(noAllow, []byte("dnsd:\n  forward: true\n  forward-allow: []\n"), 0o644)
+	// A file's number its setting cannot hold as written is refused, as
+	// the same value is as a flag: it used to wrap, truncate or, for a
+	// duration without a unit, count nanoseconds.
+	file := func(name, body string) []string {
+		f := filepath.Join(dir, name+".yaml")
+		os.WriteFile(f, []byte(body), 0o644)
+		return []string{"--config", f}
+	}
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -161,6 +169,13 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--dnsd.forward-max-ttl", "-1"}, want: "dnsd.forward-max-ttl"},
 		{args: []string{"--dnsd.forward-allow", "10.0.0.1"}, want: "dnsd.forward-allow"},
 		{args: []string{"--config", noAllow}, want: "dnsd.forward-allow"},
+		{args: file("negative", "dnsd:\n  soa-ttl: -1\n"), want: "'dnsd.soa-ttl' -1 is negative"},
+		{args: file("wide", "dnsd:\n  soa-ttl: 4294967301\n"), want: "'dnsd.soa-ttl' 4294967301 is out of range"},
+		{args: file("option", "dnsd:\n  source-cluster-option: 130538\n"), want: "'dnsd.source-cluster-option' 130538 is out of range"},
+		{args: file("code", "dnsd:\n  autopath-option-code: 70000\n"), want: "70000 is out of range"},
+		{args: file("fraction", "dnsd:\n  ttl: 2.7\n"), want: "'dnsd.ttl' 2.7 is not a whole number"},
+		{args: file("unitless", "dnsd:\n  tcp-idle-timeout: 10\n"), want: "'dnsd.tcp-idle-timeout' 10 has no unit"},
+		{args: file("lease", "publisher:\n  lease-ttl: 15\n"), want: "'publisher.lease-ttl' 15 has no unit"},
 		{args: []string{"--etcd.endpoints", "127.0.0.1:2379"}, want: "etcd.endpoints"},
 		{args: []string{"--etcd.cert-file", "c.pem"}, want: "etcd.cert-file"},
 		{args: []string{"--dnsd.source-cluster-option", "12"}, want: "dnsd.source-cluster-option"},
@@ -256,14 +271,15 @@ func TestFlagTypes(t *testing.T) {
 func TestTypedFromEnvironmentAndFile(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "c.yaml")
-	os.WriteFile(file, []byte("dnsd:\n  tcp-idle-timeout: 3s\n  source-cluster-option: 65100\n"), 0o644)
+	os.WriteFile(file, []byte("dnsd:\n  tcp-idle-timeout: 3s\n  source-cluster-option: 65100\n  watch-coalesce: 0\n  soa-expire: 600.0\n"), 0o644)
 	t.Setenv("ETCDNS_PUBLISHER_MAX_TXN_OPS", "64")
-	t.Setenv("ETCDNS_DNSD_SOA_EXPIRE", "600")
+	t.Setenv("ETCDNS_DNSD_SOA_REFRESH", "600")
 	c, err := load(t, []string{"--config", file}, all()...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Dnsd.TCPIdleTimeout != 3*time.Second || c.Dnsd.SourceClusterOption != 65100 || c.Publisher.MaxTxnOps != 64 || c.Dnsd.SOAExpire != 600 {
+	if c.Dnsd.TCPIdleTimeout != 3*time.Second || c.Dnsd.SourceClusterOption != 65100 || c.Publisher.MaxTxnOps != 64 ||
+		c.Dnsd.SOAExpire != 600 || c.Dnsd.SOARefresh != 600 || c.Dnsd.WatchCoalesce != 0 {
 		t.Errorf("typed settings from file and environment: %+v %+v", c.Dnsd, c.Publisher)
 	}
 }
