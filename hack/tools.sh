@@ -2,7 +2,8 @@
 # Installs the real components the integration tests and benchmarks run
 # against (etcd, etcdctl, kube-apiserver, CoreDNS from source via the Go
 # module proxy; external-dns's coredns provider as hack/externaldns;
-# helm for the chart's test; dnsperf, dig, kdig, knotd, promtool from apt)
+# helm for the chart's test, kubectl for the manifests' test; dnsperf,
+# dig, kdig, knotd, promtool from apt)
 # into .cache/tools/bin.
 # Besides the pinned etcd, the newer etcd releases the tests run across
 # (rolling upgrades) are installed as etcd-<minor>.
@@ -59,14 +60,15 @@ report() { # name version path status
 # has_version BIN VERSION: the binary exists and reports VERSION, so a
 # half-written or outdated binary is rebuilt.
 has_version() {
-  local bin="$1" version="${2#v}" arg=--version out
+  local bin="$1" version="${2#v}" args=(--version) out
   case "$(basename "$bin")" in
-    etcdctl) arg=version ;;
-    coredns|externaldns*) arg=-version ;;
-    helm) arg=version ;;
+    etcdctl) args=(version) ;;
+    coredns|externaldns*) args=(-version) ;;
+    helm) args=(version) ;;
+    kubectl) args=(version --client) ;;
   esac
   [[ -x "$bin" ]] || return 1
-  out="$("$bin" "$arg" 2>&1)" || true
+  out="$("$bin" "${args[@]}" 2>&1)" || true
   [[ $out == *"$version"* ]]
 }
 
@@ -159,9 +161,11 @@ EOF
   in_module "$mod" go build -o "$BIN/etcd-$minor" go.etcd.io/etcd/server/v3
 }
 
-build_kube_apiserver() {
-  local mod gomod staging m
-  mod="$(new_module kube)"
+# kube_build NAME PKG: builds PKG of k8s.io/kubernetes at KUBE_VERSION as
+# $BIN/NAME, in a throw-away module of its own.
+kube_build() {
+  local name="$1" pkg="$2" mod gomod staging m
+  mod="$(new_module "$name")"
   # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces
   # them with ./staging paths; a consumer must replace each one with the
   # published tag. Take the list from its own go.mod so it never drifts.
@@ -176,13 +180,7 @@ build_kube_apiserver() {
     args+=(-replace="$m=$m@v0.${KUBE_VERSION#v1.}")
   done
   in_module "$mod" go mod edit "${args[@]}"
-  cat >"$mod/tools.go" <<'EOF'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-EOF
+  printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >"$mod/tools.go"
   in_module "$mod" go mod tidy
   # Without these the binary reports v0.0.0-master, which breaks the
   # version check above and anything that reads /version.
@@ -190,8 +188,12 @@ EOF
   local v=k8s.io/component-base/version
   in_module "$mod" go build \
     -ldflags "-X $v.gitVersion=$KUBE_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor" \
-    -o "$BIN/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    -o "$BIN/$name" "$pkg"
 }
+build_kube_apiserver() { kube_build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver; }
+# kubectl of the same release renders the manifests with its kustomize and
+# applies them to the kube-apiserver (integration/deploy_test.go).
+build_kubectl() { kube_build kubectl k8s.io/kubernetes/cmd/kubectl; }
 
 build_coredns() {
   if GOWORK=off GOBIN="$BIN" go install "github.com/coredns/coredns@$COREDNS_VERSION"; then
@@ -254,6 +256,7 @@ for v in "${ETCD_RELEASES[@]}"; do
   component "etcd-$m" "$v" build_etcd_release "etcd-$m"
 done
 component kube-apiserver "$KUBE_VERSION" build_kube_apiserver kube-apiserver
+component kubectl "$KUBE_VERSION" build_kubectl kubectl
 component coredns "$COREDNS_VERSION" build_coredns coredns
 component externaldns "$EXTERNALDNS_VERSION" build_externaldns externaldns
 component externaldns-old "$EXTERNALDNS_OLD_VERSION" build_externaldns_old externaldns-old

@@ -53,7 +53,7 @@ const deployUID = 65532
 // account, dnsd and CoreDNS with the rendered configuration, mounts and
 // args, against an etcd that uses deploy/etcd/certs.sh's certificates.
 func TestDeploy(t *testing.T) {
-	kubectl := harness.SystemTool(t, "kubectl")
+	kubectl := harness.Tool(t, "kubectl")
 	harness.SystemTool(t, "openssl") // deploy/etcd/certs.sh
 	root := harness.RepoRoot(t)
 	renders := map[string][]byte{}

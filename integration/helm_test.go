@@ -51,7 +51,7 @@ var helmGenerated = []string{"etcdns-config", "etcdns-config-proxied"}
 //     Namespace must match kustomize's too).
 func TestHelmChart(t *testing.T) {
 	helm := harness.Tool(t, "helm")
-	kubectl := harness.SystemTool(t, "kubectl")
+	kubectl := harness.Tool(t, "kubectl")
 	root := harness.RepoRoot(t)
 	chart := filepath.Join(root, "deploy", "helm", "etcdns")
 
