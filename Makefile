@@ -52,9 +52,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeFast$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
 	$(GO) test -run '^$$' -fuzz '^FuzzEncodeFast$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
+	$(GO) test -run '^$$' -fuzz '^FuzzHostAddr$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./keys
 	$(GO) test -run '^$$' -fuzz '^FuzzServeDNS$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzTCPStream$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server
 	$(GO) test -run '^$$' -fuzz '^FuzzRecord$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeAnswer$$' -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./server/skydns
 
 ## bench: every benchmark script, each with its peers measured in the same run; regenerates BENCHMARKS.md
 bench: tools
