@@ -137,6 +137,10 @@ func TestMonitoringMetricsExist(t *testing.T) {
 	if _, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, d.Addr); err != nil {
 		t.Fatal(err)
 	}
+	// What the runbook sends an operator alerted by the counter to.
+	if body, want := dnsdGet(t, d.Metrics+"/debug/records"), "skipped /skydns/local/cluster/svc/default/broken/x {not json: "; !strings.Contains(body, "1 keys skipped") || !strings.Contains(body, want) {
+		t.Errorf("/debug/records without a name:\n%s\nwant it to list %q", body, want)
+	}
 
 	exposed := map[string]string{} // name: type
 	for _, base := range []string{pubMetrics, d.Metrics} {

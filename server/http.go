@@ -21,6 +21,7 @@ type Ops struct {
 	Ready     <-chan struct{}
 	Snapshot  func() *snap.Snapshot
 	Malformed func(owner string) []store.Malformed
+	Skipped   func() []store.Malformed // every skipped key
 }
 
 // Handler serves /metrics, /healthz, /readyz and /debug/records.
@@ -49,7 +50,19 @@ func (o Ops) Handler() http.Handler {
 // records prints what dnsd holds for one name: the stub domain it is in,
 // its keys and values, the type each was given, the records served, and
 // the keys skipped there.
+//
+// Without a name it lists every key skipped for its value: what an
+// operator alerted by etcdns_dnsd_malformed_values_total looks for.
 func (o Ops) records(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("name") && o.Skipped != nil {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		skipped := o.Skipped()
+		fmt.Fprintf(w, "%d keys skipped for their values; ?name=<fqdn> shows what is held for a name\n", len(skipped))
+		for _, m := range skipped {
+			fmt.Fprintf(w, "skipped %s %s: %s\n", m.Key, m.Value, m.Err)
+		}
+		return
+	}
 	name, err := keys.CanonicalName(r.URL.Query().Get("name"))
 	if err != nil {
 		http.Error(w, "want ?name=<fqdn>: "+err.Error(), http.StatusBadRequest)

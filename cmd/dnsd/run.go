@@ -135,7 +135,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 			return fmt.Errorf("dnsd.metrics-listen: %w", err)
 		}
 		ops = &http.Server{
-			Handler:           server.Ops{Gatherer: reg, Ready: st.Ready(), Snapshot: st.Snapshot, Malformed: st.MalformedAt}.Handler(),
+			Handler:           server.Ops{Gatherer: reg, Ready: st.Ready(), Snapshot: st.Snapshot, Malformed: st.MalformedAt, Skipped: st.Malformed}.Handler(),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 		go func() {

@@ -475,11 +475,21 @@ func (s *Store) Ready() <-chan struct{} { return s.ready }
 
 // MalformedAt returns the skipped keys of an owner name.
 func (s *Store) MalformedAt(owner string) []Malformed {
+	return s.malformedWhere(func(m Malformed) bool { return m.Owner == owner })
+}
+
+// Malformed returns every skipped key, what an operator alerted by
+// etcdns_dnsd_malformed_values_total looks for.
+func (s *Store) Malformed() []Malformed {
+	return s.malformedWhere(func(Malformed) bool { return true })
+}
+
+func (s *Store) malformedWhere(keep func(Malformed) bool) []Malformed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Malformed
 	for _, m := range s.bad {
-		if m.Owner == owner {
+		if keep(m) {
 			out = append(out, m)
 		}
 	}
