@@ -31,6 +31,17 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
+	if err := command().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "dnsd:", err)
+		os.Exit(1)
+	}
+}
+
+// publisherOnly are settings of the etcd section that only the publisher
+// reads: it starts the embedded etcd, which dnsd only dials.
+var publisherOnly = []string{"etcd.embedded.data-dir", "etcd.embedded.peer-url"}
+
+func command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           "dnsd",
 		Short:         "Kubernetes DNS answered from memory, kept current by an etcd watch",
@@ -40,6 +51,9 @@ func main() {
 		Args:          cobra.NoArgs,
 	}
 	loader := config.NewLoader(cmd.Flags(), "etcd", "cluster", "dnsd")
+	for _, k := range publisherOnly {
+		_ = cmd.Flags().MarkHidden(k) // still taken, as a shared config file has them
+	}
 	cmd.AddCommand(shadowCmd())
 	cmd.CompletionOptions.DisableDefaultCmd = true
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -49,8 +63,5 @@ func main() {
 		}
 		return run(cmd.Context(), cfg)
 	}
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "dnsd:", err)
-		os.Exit(1)
-	}
+	return cmd
 }
