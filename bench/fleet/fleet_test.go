@@ -98,6 +98,12 @@ func TestFleet(t *testing.T) {
 		// whatever their size.
 		proxyPage: env(t, "PROXY_PAGE_SIZE", 1000),
 		pin:       env(t, "PIN", 0) == 1,
+		kill:      os.Getenv("KILL"),
+	}
+	switch {
+	case base.kill == "" || base.kill == "proxy" && base.proxies >= 2 || base.kill == "member" && base.members == 3:
+	default:
+		t.Fatalf("KILL=%q: proxy (with PROXIES=2 or more) or member (with MEMBERS=3)", base.kill)
 	}
 	if base.proxyPage < 1 {
 		t.Fatalf("PROXY_PAGE_SIZE=%d: dnsd.page-size must be at least 1", base.proxyPage)
@@ -136,6 +142,9 @@ func TestFleet(t *testing.T) {
 			})
 			// Each row as it is measured: a run cut short keeps the rows it has.
 			fmt.Println("measured:", row.row)
+			if row.killed != "" {
+				fmt.Println("killed:", row.killed)
+			}
 			rows = append(rows, row)
 		}
 	}
@@ -164,6 +173,18 @@ func TestFleet(t *testing.T) {
 		fmt.Println(r.row)
 	}
 	fitModel(rows, base.changes+1)
+	if base.kill == "" {
+		return
+	}
+	fmt.Printf("\nKILL=%s: after each row, %s was killed (SIGKILL) while the writers went on, and the fleet probed for %v more: the first change, written right after the kill, waited for up to %v; the later ones, as above, up to 900 ms.\n\n",
+		base.kill, map[string]string{"proxy": "proxy 0 (the frontends were each given every proxy, in turn from their own)", "member": "the leader"}[base.kill], killFor, killFirst)
+	fmt.Println("| frontends | path | killed | first change after it: committed after the kill | its put to answer: answered by / max | later changes p99 | unanswered in time | watch restarts before | watch restarts after | etcd CPU s/s per member | proxy CPU s/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		if r.killed != "" {
+			fmt.Println(r.killed)
+		}
+	}
 }
 
 // result is one configuration's table row and the CPU figures the cost
@@ -174,6 +195,7 @@ type result struct {
 	n                 int
 	etcdCPU, proxyCPU float64 // CPU s/s, all members and all proxies
 	measured          bool
+	killed            string // KILL's row: what the fleet did after it
 }
 
 // fitModel fits, per path, CPU = fixed + per-frontend x N to the rows by
@@ -261,9 +283,19 @@ func change(ctx context.Context, cli *clientv3.Client, old, new []keys.Record) e
 			ops = append(ops, clientv3.OpDelete(r.Key))
 		}
 	}
+	// Bounded: a put to a member KILL killed would wait for it forever.
+	ctx, cancel := context.WithTimeout(ctx, putTimeout)
+	defer cancel()
 	_, err := cli.Txn(ctx).Then(ops...).Commit()
 	return err
 }
+
+// putTimeout bounds a writer's or the prober's change; one that fails
+// moves to the next member, as the publisher does. A change sent to a
+// follower while no member leads is dropped, and etcd says so only after
+// its request timeout (about 7 s), so the first after a leader is killed
+// commits once a retry reaches the new leader.
+const putTimeout = 2 * time.Second
 
 func ip(i int) string { return fmt.Sprintf("10.%d.%d.%d", 100+i/62500%100, i/250%250, i%250+1) }
 
@@ -281,6 +313,7 @@ type fleet struct {
 	pin                                             bool
 	cpus                                            []string // PIN: the CPUs the bench may use
 	duration                                        time.Duration
+	kill                                            string // KILL: "proxy", "member" or ""
 }
 
 // writeLog records the writers' put latencies by when they were made.
@@ -466,7 +499,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		if f.changes == 0 {
 			break
 		}
-		wcli := clients[w%len(clients)]
+		wcli, moves := clients[w%len(clients)], 0
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -495,7 +528,9 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 					// A string: an atomic.Value takes one type, and
 					// errors differ in theirs.
 					lastFail.Store(err.Error())
-					i-- // the same change again
+					i-- // the same change again, through the next member
+					moves++
+					wcli = clients[(w+moves)%len(clients)]
 				}
 			}
 		}()
@@ -510,6 +545,15 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		eps := strings.Join(endpoints, ",")
 		if k > 0 {
 			eps = pxs[i%k].Endpoint
+		}
+		if k > 0 && f.kill == "proxy" {
+			// Every proxy, so that those of the one killed move on: dnsd
+			// starts on one of them at random.
+			var all []string
+			for j := range k {
+				all = append(all, pxs[(i+j)%k].Endpoint)
+			}
+			eps = strings.Join(all, ",")
 		}
 		port, metrics := harness.FreePort(t), harness.FreePort(t)
 		addr := fmt.Sprintf("127.0.0.1:%d", port)
@@ -640,55 +684,76 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	for i, f := range fes {
 		fcpu0[i] = harness.ProcCPU(f.p.Pid())
 	}
-	start := time.Now()
-	var lat []time.Duration
-	perFE := make([][]time.Duration, n)
-	unanswered := 0
+	// probing changes the probe record once a second for d, each change
+	// timed from its put to its answer on every frontend; one not
+	// answered within wait (the first round's firstWait) is unanswered.
 	prev := probe
-	probes := 0
-	for gen := 1; time.Since(start) < f.duration; gen++ {
-		next := records(t, b, "probe", fmt.Sprintf("10.99.%d.%d", gen/250%250, gen%250+1))
-		round := time.Now()
-		mu.Lock()
-		want = fmt.Sprintf("10.99.%d.%d", gen/250%250, gen%250+1)
-		clear(answered)
-		mu.Unlock()
-		if err := change(ctx, cli, prev, next); err != nil {
-			t.Fatal(err)
-		}
-		put := time.Now()
-		prev = next
-		probes++
-		for time.Since(put) < 900*time.Millisecond {
+	gen := 0
+	pcli, pmoves := cli, 0
+	probing := func(d, firstWait, wait time.Duration) (p probed) {
+		p.perFE = make([][]time.Duration, n)
+		for start := time.Now(); time.Since(start) < d; {
+			gen++
+			next := records(t, b, "probe", fmt.Sprintf("10.99.%d.%d", gen/250%250, gen%250+1))
+			round := time.Now()
 			mu.Lock()
-			var pending []int
-			for i := range fes {
-				if answered[i].IsZero() {
-					pending = append(pending, i)
+			want = fmt.Sprintf("10.99.%d.%d", gen/250%250, gen%250+1)
+			clear(answered)
+			mu.Unlock()
+			for err := change(ctx, pcli, prev, next); err != nil; err = change(ctx, pcli, prev, next) {
+				if pmoves++; pmoves > 2*len(clients) {
+					t.Fatal(err)
+				}
+				pcli = clients[pmoves%len(clients)] // the next member, as a writer moves
+			}
+			put := time.Now()
+			prev = next
+			p.probes++
+			if p.probes == 1 {
+				p.firstPut = put
+			}
+			limit := wait
+			if p.probes == 1 {
+				limit = firstWait
+			}
+			for time.Since(put) < limit {
+				mu.Lock()
+				var pending []int
+				for i := range fes {
+					if answered[i].IsZero() {
+						pending = append(pending, i)
+					}
+				}
+				mu.Unlock()
+				if len(pending) == 0 {
+					break
+				}
+				for _, i := range pending {
+					conn.WriteToUDP(q, fes[i].addr)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			mu.Lock()
+			for i, at := range answered {
+				if at.IsZero() {
+					p.unanswered++
+					continue
+				}
+				d := max(at.Sub(put), 0)
+				p.lat = append(p.lat, d)
+				p.perFE[i] = append(p.perFE[i], d)
+				if p.probes == 1 {
+					p.first = append(p.first, d)
 				}
 			}
 			mu.Unlock()
-			if len(pending) == 0 {
-				break
-			}
-			for _, i := range pending {
-				conn.WriteToUDP(q, fes[i].addr)
-			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(time.Until(round.Add(time.Second)))
 		}
-		mu.Lock()
-		for i, at := range answered {
-			if at.IsZero() {
-				unanswered++
-				continue
-			}
-			d := max(at.Sub(put), 0)
-			lat = append(lat, d)
-			perFE[i] = append(perFE[i], d)
-		}
-		mu.Unlock()
-		time.Sleep(time.Until(round.Add(time.Second)))
+		return p
 	}
+	start := time.Now()
+	steady := probing(f.duration, 900*time.Millisecond, 900*time.Millisecond)
+	lat, perFE, unanswered, probes := steady.lat, steady.perFE, steady.unanswered, steady.probes
 	elapsed := time.Since(start).Seconds()
 	var ecpu []string
 	var etcdSum, proxySum float64
@@ -710,13 +775,6 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		proxySum += c
 		pcpu = append(pcpu, fmt.Sprintf("%.2f", c))
 	}
-	close(quit)
-	wg.Wait()
-	failed := ""
-	if n := failedPuts.Load(); n > 0 {
-		failed = fmt.Sprintf(", %d puts failed and were made again (the last: %v)", n, lastFail.Load())
-		t.Logf("writers: %s", failed)
-	}
 	afterWrites := writes.between(after, time.Now())
 	// The watches etcd serves: through proxies that coalesce their
 	// frontends' watches, a few per proxy; direct, one per frontend.
@@ -735,6 +793,19 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	}
 	slices.Sort(rss)
 	slices.Sort(anon)
+	// The row's figures are read: the kill, if any, while the writers
+	// go on.
+	killed := ""
+	if f.kill != "" {
+		killed = f.killOne(t, fes, members, clients, pxs, k, probing, func(i int) { pcli = clients[i] })
+	}
+	close(quit)
+	wg.Wait()
+	failed := ""
+	if n := failedPuts.Load(); n > 0 {
+		failed = fmt.Sprintf(", %d puts failed and were made again (the last: %v)", n, lastFail.Load())
+		t.Logf("writers: %s", failed)
+	}
 	slowest, slowP99 := -1, time.Duration(-1)
 	for i, l := range perFE {
 		if p := pct(l, 99); p > slowP99 {
@@ -754,7 +825,110 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)), failed,
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
 		slowest, ms(slowP99), fcpu[len(fcpu)/2], fcpu[len(fcpu)-1], strings.Join(ecpu, " + "), proxyCol, watchers, restarts, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
-	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true}
+	if killed != "" {
+		killed = fmt.Sprintf("| %d | %s | %s", n, path, killed)
+	}
+	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true, killed: killed}
+}
+
+// leader is the index of the member that leads, by its own Status.
+func leader(t *testing.T, clients []*clientv3.Client) int {
+	for i, c := range clients {
+		ctx, cancel := context.WithTimeout(context.Background(), putTimeout)
+		st, err := c.Status(ctx, c.Endpoints()[0])
+		cancel()
+		if err == nil && st.Leader == st.Header.MemberId {
+			return i
+		}
+	}
+	t.Fatal("no member says it leads")
+	return -1
+}
+
+// probed is what a spell of probing saw.
+type probed struct {
+	lat        []time.Duration   // every answer's put to answer
+	perFE      [][]time.Duration // by frontend
+	first      []time.Duration   // the first probe's, by frontend that answered it
+	firstPut   time.Time         // when the first probe's change was committed
+	unanswered int
+	probes     int
+}
+
+// killFor is how long the fleet is probed after KILL's kill, and how long
+// the first probe, written right after it, is waited for.
+const (
+	killFor   = 10 * time.Second
+	killFirst = 10 * time.Second
+)
+
+// killOne kills proxy 0 (KILL=proxy) or the leader (KILL=member) while the
+// writers go on, probes the fleet for killFor, and returns the rest of
+// the KILL table's row: how long the first change after the kill took to
+// reach every frontend (the most any was blind), the next changes' p99,
+// changes a frontend did not answer in time, the restarts it caused by
+// reason (a relist shows as compacted), and what the members and the
+// proxies left spent meanwhile.
+func (f fleet) killOne(t *testing.T, fes []frontend, members []*harness.Process, clients []*clientv3.Client, pxs []*harness.GRPCProxy, k int,
+	probing func(d, firstWait, wait time.Duration) probed, probeVia func(member int)) string {
+	before := watchRestarts(fes)
+	what := "proxy 0"
+	var gone *harness.Process
+	if f.kill == "proxy" {
+		gone = pxs[0].Process
+	} else {
+		// The leader: the cluster elects another before it commits the
+		// next change, the longest a member's loss can hold one back.
+		l := leader(t, clients)
+		what, gone = fmt.Sprintf("the leader (member %d)", l), members[l]
+		// The probe is written through another member, which commits it
+		// as soon as a new leader is elected: the first change's put to
+		// answer then spans the frontends' move off the member killed.
+		probeVia((l + 1) % len(clients))
+	}
+	cpu0 := make([]time.Duration, len(members))
+	for i, m := range members {
+		if m != gone {
+			cpu0[i] = m.CPU()
+		}
+	}
+	pcpu0 := make([]time.Duration, k)
+	for i, p := range pxs {
+		if p.Process != gone {
+			pcpu0[i] = p.CPU()
+		}
+	}
+	start := time.Now()
+	gone.Kill()
+	p := probing(killFor, killFirst, 900*time.Millisecond)
+	elapsed := time.Since(start).Seconds()
+	var ecpu, pcpu []string
+	for i, m := range members {
+		if m == gone {
+			ecpu = append(ecpu, "killed")
+			continue
+		}
+		ecpu = append(ecpu, fmt.Sprintf("%.2f", (m.CPU()-cpu0[i]).Seconds()/elapsed))
+	}
+	for i, px := range pxs {
+		if px.Process == gone {
+			pcpu = append(pcpu, "killed")
+			continue
+		}
+		pcpu = append(pcpu, fmt.Sprintf("%.2f", (px.CPU()-pcpu0[i]).Seconds()/elapsed))
+	}
+	if len(pcpu) == 0 {
+		pcpu = []string{"-"}
+	}
+	ms := func(d time.Duration) string {
+		if d < 0 {
+			return "-" // none measured
+		}
+		return fmt.Sprintf("%.1f", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%s | %s ms | %d of %d frontends, max %s ms | %s ms | %d of %d | %s | %s | %s | %s |",
+		what, ms(p.firstPut.Sub(start)), len(p.first), len(fes), ms(pct(p.first, 100)), ms(pct(p.lat[len(p.first):], 99)), p.unanswered, p.probes*len(fes),
+		before, watchRestarts(fes), strings.Join(ecpu, " + "), strings.Join(pcpu, " + "))
 }
 
 // frontendCPU is each frontend's CPU seconds so far, sorted.

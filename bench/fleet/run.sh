@@ -36,6 +36,11 @@
 #            as a GOMEMLIMIT
 # STORM_LIMIT seconds the cold start may take before the row reports the
 #            frontends not ready and the next configuration runs (default 300)
+# KILL       proxy (PROXIES=2 or more; each frontend is given every proxy) or
+#            member (MEMBERS=3): after each row's probing, proxy 0 or the leader
+#            is killed while the writers go on, and a second table says how
+#            long the first change after it took to reach every frontend, the
+#            later changes' p99, and the watch restarts it caused
 #
 # Needs hack/tools.sh (etcd).
 set -euo pipefail
