@@ -149,9 +149,15 @@ func TestDeploy(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Each publisher below runs with cluster.pods verified, as with
+	// components/pod-reader, which no overlay adds: its rules, applied.
+	podReader, err := os.ReadFile(filepath.Join(root, "deploy", "components", "pod-reader", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range deployOverlays {
 		t.Run("run/"+o, func(t *testing.T) {
-			deployApplyRBAC(t, kubectl, api, objects[o])
+			deployApplyRBAC(t, kubectl, api, append(slices.Clone(objects[o]), deployDecode(t, podReader)...))
 			deployRunOverlay(t, root, kube, pki, saKubeconfig, o, objects[o])
 		})
 	}
@@ -532,6 +538,10 @@ func deployCheckRBAC(t *testing.T, kube kubernetes.Interface) {
 		{"create", "", "services", "", false},
 		{"update", "discovery.k8s.io", "endpointslices", "", false},
 		{"delete", "multicluster.x-k8s.io", "serviceexports", "", false},
+		// Read only where config reads them: components/pod-reader and
+		// components/mcs-reader, which single-cluster leaves out.
+		{"list", "", "pods", "", false},
+		{"list", "multicluster.x-k8s.io", "serviceexports", "", false},
 		{"get", "", "secrets", "", false},
 		{"get", "", "configmaps", "", false},
 		{"create", "coordination.k8s.io", "leases", "", false},
@@ -597,7 +607,7 @@ func deployRunOverlay(t *testing.T, root string, kube kubernetes.Interface, pki,
 		metrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
 		switch program {
 		case "publisher":
-			// cluster.pods verified: the pods rule is needed too.
+			// cluster.pods verified: components/pod-reader's rule is needed too.
 			args = append(args, "--publisher.kubeconfig="+kubeconfig, "--publisher.metrics-listen="+metrics, "--cluster.pods=verified")
 		case "dnsd":
 			addr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
