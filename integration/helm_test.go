@@ -370,8 +370,15 @@ nodeLocal:
 etcd:
   persistence: {size: 20Gi, storageClassName: fast}
   podDisruptionBudget: null
+config:
+  etcd: {endpoints: [https://etcd-0.etcd.dns.svc:2379, https://etcd-1.etcd.dns.svc:2379, https://etcd-2.etcd.dns.svc:2379]}
 `), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The defaults dial the members in the namespace etcdns: a release
+	// elsewhere that keeps them is refused, not rendered to never connect.
+	if _, stderr, err := deployKubectl(helm, "", nil, "template", "etcdns", chart, "--namespace", "dns"); err == nil || !strings.Contains(string(stderr), "etcd endpoints name https://etcd-0.etcd.etcdns.svc:2379, but the release's etcd (and proxy) are in the namespace dns") {
+		t.Errorf("helm template --namespace dns with the default endpoints: %v\n%s", err, stderr)
 	}
 	if out, stderr, err := deployKubectl(helm, "", nil, "lint", "--strict", chart, "-f", values); err != nil {
 		t.Fatalf("helm lint: %v\n%s%s", err, out, stderr)

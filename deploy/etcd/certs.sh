@@ -8,11 +8,13 @@
 # DIR (default ./etcd-pki) keeps the CA and keys: more client certificates
 # (a CoreDNS, an etcdctl) are signed with the same CA later. Existing files
 # in DIR are reused, so a second run only re-creates the Secrets.
-# CLUSTER_DOMAIN (default cluster.local) goes into the member names.
+# CLUSTER_DOMAIN (default cluster.local) goes into the member names, and
+# NAMESPACE (default etcdns: the overlays' namespace; a Helm release's
+# otherwise) into them and the Secrets'.
 set -euo pipefail
 
 DIR="${1:-./etcd-pki}"
-NS=etcdns
+NS="${NAMESPACE:-etcdns}"
 DOMAIN="${CLUSTER_DOMAIN:-cluster.local}"
 DAYS=3650
 mkdir -p "$DIR"
