@@ -20,6 +20,7 @@ import (
 
 	"github.com/miekg/dns"
 	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/etcdns/etcdns/integration/harness"
 )
@@ -199,4 +200,70 @@ func metricTypes(t *testing.T, url string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Every pod that serves metrics (the dnsd Deployment, the node-local
+// DaemonSet, the publisher) is scraped through deploy/monitoring's
+// PodMonitors, on the port its container names: without them the alerts
+// had no series to fire on.
+func TestMonitoringScrapesEveryWorkload(t *testing.T) {
+	kubectl := harness.Tool(t, "kubectl")
+	root := harness.RepoRoot(t)
+	render := func(dir string) []*unstructured.Unstructured {
+		out, stderr, err := deployKubectl(kubectl, "", nil, "kustomize", filepath.Join(root, "deploy", dir))
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, stderr)
+		}
+		return deployDecode(t, out)
+	}
+	type monitor struct {
+		labels map[string]string
+		port   string
+	}
+	var monitors []monitor
+	for _, o := range render("monitoring") {
+		if o.GetKind() != "PodMonitor" {
+			continue
+		}
+		labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "selector", "matchLabels")
+		eps, _, _ := unstructured.NestedSlice(o.Object, "spec", "podMetricsEndpoints")
+		for _, e := range eps {
+			if port, ok := e.(map[string]any)["port"].(string); ok {
+				monitors = append(monitors, monitor{labels, port})
+			}
+		}
+	}
+	scraped := 0
+	for _, o := range render("overlays/node-local") {
+		switch o.GetKind() {
+		case "Deployment", "DaemonSet":
+		default:
+			continue
+		}
+		labels, _, _ := unstructured.NestedStringMap(o.Object, "spec", "template", "metadata", "labels")
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			ports, _ := c.(map[string]any)["ports"].([]any)
+			for _, p := range ports {
+				if p.(map[string]any)["name"] != "metrics" {
+					continue
+				}
+				found := false
+				for _, m := range monitors {
+					match := m.port == "metrics"
+					for k, v := range m.labels {
+						match = match && labels[k] == v
+					}
+					found = found || match
+				}
+				if !found {
+					t.Errorf("%s %s serves metrics that no PodMonitor scrapes", o.GetKind(), o.GetName())
+				}
+				scraped++
+			}
+		}
+	}
+	if scraped < 3 {
+		t.Errorf("%d workloads with a metrics port; want the dnsd Deployment, the node-local DaemonSet and the publisher", scraped)
+	}
 }
