@@ -672,14 +672,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		t.Fatal(err)
 	}
 
-	cpu0 := make([]time.Duration, len(members))
-	for i, m := range members {
-		cpu0[i] = m.CPU()
-	}
-	pcpu0 := make([]time.Duration, k)
-	for i, p := range pxs {
-		pcpu0[i] = p.CPU()
-	}
+	etcdCPU, proxyCPU := cpuSince(members, nil), cpuSince(proxyProcs(pxs), nil)
 	fcpu0 := make([]time.Duration, n)
 	for i, f := range fes {
 		fcpu0[i] = harness.ProcCPU(f.p.Pid())
@@ -755,13 +748,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	steady := probing(f.duration, 900*time.Millisecond, 900*time.Millisecond)
 	lat, perFE, unanswered, probes := steady.lat, steady.perFE, steady.unanswered, steady.probes
 	elapsed := time.Since(start).Seconds()
-	var ecpu []string
-	var etcdSum, proxySum float64
-	for i, m := range members {
-		c := (m.CPU() - cpu0[i]).Seconds() / elapsed
-		etcdSum += c
-		ecpu = append(ecpu, fmt.Sprintf("%.2f", c))
-	}
+	ecpu, etcdSum := etcdCPU(elapsed)
+	pcpu, proxySum := proxyCPU(elapsed)
 	// What the changes cost each frontend: all it did meanwhile, the
 	// probes it answered included.
 	var fcpu []float64
@@ -769,12 +757,6 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		fcpu = append(fcpu, (harness.ProcCPU(f.p.Pid())-fcpu0[i]).Seconds()/elapsed*1000)
 	}
 	slices.Sort(fcpu)
-	var pcpu []string
-	for i, p := range pxs {
-		c := (p.CPU() - pcpu0[i]).Seconds() / elapsed
-		proxySum += c
-		pcpu = append(pcpu, fmt.Sprintf("%.2f", c))
-	}
 	afterWrites := writes.between(after, time.Now())
 	// The watches etcd serves: through proxies that coalesce their
 	// frontends' watches, a few per proxy; direct, one per frontend.
@@ -797,7 +779,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	// go on.
 	killed := ""
 	if f.kill != "" {
-		killed = f.killOne(t, fes, members, clients, pxs, k, probing, func(i int) { pcli = clients[i] })
+		killed = f.killOne(t, fes, members, clients, pxs, probing, func(i int) { pcli = clients[i] })
 	}
 	close(quit)
 	wg.Wait()
@@ -829,6 +811,39 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		killed = fmt.Sprintf("| %d | %s | %s", n, path, killed)
 	}
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true, killed: killed}
+}
+
+// cpuSince reads each process's CPU now; the function it returns gives
+// each one's CPU seconds a second since, over elapsed seconds, formatted,
+// and their sum. gone, about to be killed, is not read and shows as
+// "killed".
+func cpuSince(procs []*harness.Process, gone *harness.Process) func(elapsed float64) ([]string, float64) {
+	cpu0 := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		if p != gone {
+			cpu0[i] = p.CPU()
+		}
+	}
+	return func(elapsed float64) (out []string, sum float64) {
+		for i, p := range procs {
+			if p == gone {
+				out = append(out, "killed")
+				continue
+			}
+			c := (p.CPU() - cpu0[i]).Seconds() / elapsed
+			sum += c
+			out = append(out, fmt.Sprintf("%.2f", c))
+		}
+		return out, sum
+	}
+}
+
+func proxyProcs(pxs []*harness.GRPCProxy) []*harness.Process {
+	out := make([]*harness.Process, len(pxs))
+	for i, p := range pxs {
+		out[i] = p.Process
+	}
+	return out
 }
 
 // leader is the index of the member that leads, by its own Status.
@@ -869,7 +884,7 @@ const (
 // changes a frontend did not answer in time, the restarts it caused by
 // reason (a relist shows as compacted), and what the members and the
 // proxies left spent meanwhile.
-func (f fleet) killOne(t *testing.T, fes []frontend, members []*harness.Process, clients []*clientv3.Client, pxs []*harness.GRPCProxy, k int,
+func (f fleet) killOne(t *testing.T, fes []frontend, members []*harness.Process, clients []*clientv3.Client, pxs []*harness.GRPCProxy,
 	probing func(d, firstWait, wait time.Duration) probed, probeVia func(member int)) string {
 	before := watchRestarts(fes)
 	what := "proxy 0"
@@ -886,37 +901,13 @@ func (f fleet) killOne(t *testing.T, fes []frontend, members []*harness.Process,
 		// answer then spans the frontends' move off the member killed.
 		probeVia((l + 1) % len(clients))
 	}
-	cpu0 := make([]time.Duration, len(members))
-	for i, m := range members {
-		if m != gone {
-			cpu0[i] = m.CPU()
-		}
-	}
-	pcpu0 := make([]time.Duration, k)
-	for i, p := range pxs {
-		if p.Process != gone {
-			pcpu0[i] = p.CPU()
-		}
-	}
+	etcdCPU, proxyCPU := cpuSince(members, gone), cpuSince(proxyProcs(pxs), gone)
 	start := time.Now()
 	gone.Kill()
 	p := probing(killFor, killFirst, 900*time.Millisecond)
 	elapsed := time.Since(start).Seconds()
-	var ecpu, pcpu []string
-	for i, m := range members {
-		if m == gone {
-			ecpu = append(ecpu, "killed")
-			continue
-		}
-		ecpu = append(ecpu, fmt.Sprintf("%.2f", (m.CPU()-cpu0[i]).Seconds()/elapsed))
-	}
-	for i, px := range pxs {
-		if px.Process == gone {
-			pcpu = append(pcpu, "killed")
-			continue
-		}
-		pcpu = append(pcpu, fmt.Sprintf("%.2f", (px.CPU()-pcpu0[i]).Seconds()/elapsed))
-	}
+	ecpu, _ := etcdCPU(elapsed)
+	pcpu, _ := proxyCPU(elapsed)
 	if len(pcpu) == 0 {
 		pcpu = []string{"-"}
 	}
