@@ -37,8 +37,8 @@ const (
 	releaseMinSlack = 32 << 20
 )
 
-// A memory limit (GOMEMLIMIT, which the manifests set from the
-// container's) too close to the live heap leaves the GC no room: it runs
+// A memory limit (nine tenths of the container's, or GOMEMLIMIT: see
+// internal/heaplimit) too close to the live heap leaves the GC no room: it runs
 // all the time. bench/fleet measured a frontend at 100k records, a live
 // heap of about 25 MiB, at 22 ms of CPU a second with no limit, 31-38 at
 // GOMEMLIMIT=38MiB, and 735-777 at 34MiB, three quarters of its core.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/internal/heaplimit"
 	"github.com/etcdns/etcdns/server"
 	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/forward"
@@ -32,6 +33,9 @@ func run(ctx context.Context, cfg *config.Config) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	// Before server.New and the releaser, which size the answer cache and
+	// their warnings by the limit.
+	heaplimit.Set(log)
 	d := cfg.Dnsd
 
 	parsed, err := d.ParsedZones()

@@ -27,6 +27,7 @@ import (
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/etcdclient/embedded"
+	"github.com/etcdns/etcdns/internal/heaplimit"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher"
@@ -40,6 +41,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
+	heaplimit.Set(log)
 	p := cfg.Publisher
 
 	pods := cfg.Cluster.Pods == config.PodsVerified

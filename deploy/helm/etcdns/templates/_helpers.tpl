@@ -76,7 +76,7 @@ annotations:
   {{- toYaml $ann | nindent 2 }}
 {{- end }}
 
-{{/* ETCDNS_ETCD_USERNAME/PASSWORD from the optional <program>-etcd-auth Secret, and GOMEMLIMIT. */}}
+{{/* ETCDNS_ETCD_USERNAME/PASSWORD from the optional <program>-etcd-auth Secret. */}}
 {{- define "etcdns.env" -}}
 env:
   - name: ETCDNS_ETCD_USERNAME
@@ -85,9 +85,6 @@ env:
   - name: ETCDNS_ETCD_PASSWORD
     valueFrom:
       secretKeyRef: {name: {{ .program }}-etcd-auth, key: password, optional: true}
-  - name: GOMEMLIMIT
-    valueFrom:
-      resourceFieldRef: {resource: limits.memory}
   {{- with .extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
