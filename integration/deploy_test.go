@@ -430,6 +430,13 @@ func deployCheckStatic(t *testing.T, objs []*unstructured.Unstructured) {
 			if c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 				t.Errorf("%s: no memory request and limit", cid)
 			}
+			// dnsd and the publisher read their memory limit once, at start
+			// (internal/heaplimit): a resize in place must restart them.
+			if strings.HasPrefix(c.Image, "etcdns/") && !slices.Contains(c.ResizePolicy, corev1.ContainerResizePolicy{
+				ResourceName: corev1.ResourceMemory, RestartPolicy: corev1.RestartContainer,
+			}) {
+				t.Errorf("%s: resizePolicy %v; a memory resize must restart it", cid, c.ResizePolicy)
+			}
 		}
 	}
 	for _, want := range []string{"publisher", "dnsd"} {
