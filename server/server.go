@@ -198,7 +198,11 @@ func (s *Server) pack(m *dns.Msg, size int, buf []byte) (wire []byte, _ *dns.Msg
 		// Nothing the engine builds fails to pack (an upstream's answer
 		// might); if it ever does, the client gets SERVFAIL, not silence.
 		s.log.Error("packing a response failed", "err", err, "question", m.Question)
-		m = &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
+		fail := &dns.Msg{MsgHdr: m.MsgHdr, Question: m.Question}
+		if opt := m.IsEdns0(); opt != nil {
+			fail.Extra = []dns.RR{opt} // an EDNS query's answer has one (RFC 6891)
+		}
+		m = fail
 		m.Rcode = dns.RcodeServerFailure
 		if b, err = m.PackBuffer(buf); err != nil {
 			return nil, nil, false

@@ -293,3 +293,22 @@ func metricSum(t *testing.T, reg prometheus.Gatherer, name string, value func(*d
 	}
 	return uint64(n)
 }
+
+// A message that does not pack (a record no message can carry) goes out
+// as SERVFAIL, not silence, and keeps the OPT record an EDNS query's
+// answer must have.
+func TestUnpackableAnswerIsServfailWithOPT(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 1))
+	req := new(dns.Msg).SetQuestion("s.example.org.", dns.TypeSRV).SetEdns0(1232, false)
+	m := new(dns.Msg).SetReply(req)
+	m.Answer = []dns.RR{&dns.SRV{Hdr: dns.RR_Header{Name: "s.example.org.", Rrtype: dns.TypeSRV, Class: dns.ClassINET, Ttl: 30}, Target: "y..s.example.org."}}
+	m.Extra = append(m.Extra, req.IsEdns0())
+	wire, _, _ := srv.pack(m, 1232, nil)
+	var r dns.Msg
+	if err := r.Unpack(wire); err != nil {
+		t.Fatal(err)
+	}
+	if r.Rcode != dns.RcodeServerFailure || len(r.Answer) != 0 || r.IsEdns0() == nil || len(r.Question) != 1 {
+		t.Fatalf("got %v, want SERVFAIL with the question and an OPT record", &r)
+	}
+}
