@@ -595,7 +595,7 @@ func (w *worker) handle(b []byte) []byte {
 			m.Rcode, m.Authoritative, m.Answer, m.Ns = dns.RcodeServerFailure, false, nil, nil
 		}
 	}
-	rotates := s.rotates(m) // before pack: Fit may empty the answer
+	rotates := s.rotates(m) // before pack: Fit may cut the answer
 	out, m, _ := s.pack(m, size, w.out[:0])
 	if out == nil {
 		return nil
