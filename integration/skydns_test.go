@@ -229,7 +229,81 @@ questions on the same keys and requires the same answers. CNAME, SRV and MX targ
 every zone are resolved through the upstreams as CoreDNS resolves them through its own server:
 TestSkyDNSChaseMatchesCoreDNS (integration/skydns_chase_test.go) gives dnsd and CoreDNS (etcd
 plus forward) the same Knot as upstream and requires the same 11 answers, with Knot up and
-with it gone. What differs (malformed values are skipped, not SERVFAIL; leased keys' TTL; the
-SOA serial; AXFR; who may have targets resolved outside) is listed in
+with it gone. TestSkyDNSEdgesMatchCoreDNS adds what 30,000 random questions against CoreDNS
+found: a truncated UDP answer carries the same records, and where CoreDNS sends no reply at all
+(a target that a key or host with an empty label names, the apex NS with nothing under
+dns/ns) dnsd answers.
+What differs (malformed values are skipped, not SERVFAIL; leased keys' TTL; the SOA serial;
+AXFR; who may have targets resolved outside) is listed in
 [skydns.md](skydns.md#what-differs-and-why).
 `
+
+// TestSkyDNSEdgesMatchCoreDNS: the edges a run of random trees against
+// CoreDNS 1.11.4 found. A large answer over UDP carries the records that
+// fit and TC, as CoreDNS's does; a null value is a name with no records,
+// as in CoreDNS. Where CoreDNS sends no reply at all (the apex NS with
+// nothing under dns/ns, an SRV whose target a key with an empty segment
+// names), dnsd answers, leaving out only the record that cannot be sent.
+func TestSkyDNSEdgesMatchCoreDNS(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	ctx := context.Background()
+	for i := 1; i <= 80; i++ {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/skydns/test/skydns/big/k%02d", i), fmt.Sprintf(`{"host":"10.1.0.%d"}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, v := range map[string]string{
+		"/skydns/test/skydns/empty/x": `null`,
+		"/skydns/test/skydns/d//y":    `{"host":"10.0.0.5","port":80}`,
+		"/skydns/test/skydns/d/ok":    `{"host":"10.0.0.6","port":80}`,
+	} {
+		if _, err := cli.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startDnsd(t, etcd, "--dnsd.zones=skydns.test=/skydns:skydns", "--dnsd.rotate=false")
+	c := harness.StartCoreDNS(t, fmt.Sprintf(`.:{{.Port}} {
+	bind 127.0.0.1
+	etcd skydns.test {
+		path /skydns
+		endpoint %s
+	}
+}
+`, etcd.Endpoint))
+
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+		edns  uint16
+		tc    bool
+		n     int // answer records
+	}{
+		{"big.skydns.test.", dns.TypeA, 0, true, 29},      // 512 octets
+		{"big.skydns.test.", dns.TypeA, 1232, true, 74},   // less the OPT record
+		{"empty.skydns.test.", dns.TypeA, 1232, false, 0}, // NODATA
+		{"d.skydns.test.", dns.TypeA, 1232, false, 2},     // d//y's address too
+	} {
+		got := dnsdAsk(t, "udp", d.Addr, q.name, q.qtype, q.edns)
+		want := dnsdAsk(t, "udp", c.Addr, q.name, q.qtype, q.edns)
+		what := fmt.Sprintf("%s %s, EDNS %d", q.name, dns.TypeToString[q.qtype], q.edns)
+		if got.Truncated != q.tc || len(got.Answer) != q.n || got.Rcode != dns.RcodeSuccess {
+			t.Errorf("%s: dnsd TC %v, %d records, %s; want TC %v, %d records", what, got.Truncated, len(got.Answer), dns.RcodeToString[got.Rcode], q.tc, q.n)
+		}
+		if got.Truncated != want.Truncated || !slices.Equal(dnsdStrings(got.Answer), dnsdStrings(want.Answer)) || got.Rcode != want.Rcode {
+			t.Errorf("%s:\ndnsd:    TC %v %s\ncoredns: TC %v %s", what, got.Truncated, skydnsView(got), want.Truncated, skydnsView(want))
+		}
+	}
+	if r := dnsdAsk(t, "tcp", d.Addr, "big.skydns.test.", dns.TypeA, 0); r.Truncated || len(r.Answer) != 80 {
+		t.Errorf("over TCP: TC %v, %d records; want all 80", r.Truncated, len(r.Answer))
+	}
+
+	// CoreDNS sends nothing for these two; dnsd answers them.
+	if r := dnsdAsk(t, "udp", d.Addr, "skydns.test.", dns.TypeNS, 1232); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 || len(r.Ns) != 1 {
+		t.Errorf("apex NS with nothing under dns/ns: %s; want NODATA", skydnsView(r))
+	}
+	r := dnsdAsk(t, "udp", d.Addr, "d.skydns.test.", dns.TypeSRV, 1232)
+	if got := dnsdStrings(r.Answer); !slices.Equal(got, []string{"d.skydns.test. 300 IN SRV 10 50 80 ok.d.skydns.test."}) {
+		t.Errorf("SRV beside a key with an empty segment: %s", skydnsView(r))
+	}
+}

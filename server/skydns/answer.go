@@ -79,6 +79,12 @@ func Answer(t *Tree, z *Zone, q dns.Question, up Lookup) Result {
 	case dns.TypeNS:
 		if name == z.Name {
 			recs, extra, err = a.ns(qname)
+			if errors.Is(err, errNotFound) {
+				// Nothing under dns/ns: NODATA, as the apex exists (its
+				// SOA is served). CoreDNS 1.11 sends no reply at all here;
+				// NXDOMAIN would tell a resolver the zone is empty.
+				err = nil
+			}
 			break
 		}
 		fallthrough
@@ -86,6 +92,7 @@ func Answer(t *Tree, z *Zone, q dns.Question, up Lookup) Result {
 		// Only whether the name exists matters: NODATA or NXDOMAIN.
 		_, err = a.address(name, qname, dns.TypeA, q.Qtype, nil)
 	}
+	recs, extra = packable(recs), packable(extra)
 	switch {
 	case errors.Is(err, errNotFound):
 		return Result{Rcode: dns.RcodeNameError, Ns: []dns.RR{a.soa()}}
@@ -95,6 +102,44 @@ func Answer(t *Tree, z *Zone, q dns.Question, up Lookup) Result {
 		return Result{Rcode: dns.RcodeSuccess, Ns: []dns.RR{a.soa()}}
 	}
 	return Result{Rcode: dns.RcodeSuccess, Answer: recs, Extra: extra}
+}
+
+// packable leaves out the records that name no DNS name: a key with an
+// empty segment ("a//b") or one over 63 octets, or such a host, makes an
+// owner or target that no message can carry, and one such record would
+// fail the whole answer (CoreDNS then sends no reply at all). The value
+// still answers where its names are not needed, as CoreDNS's does: an
+// address at a parent's name.
+func packable(rrs []dns.RR) []dns.RR {
+	out := rrs[:0]
+	for _, rr := range rrs {
+		if valid(rr.Header().Name) && valid(target(rr)) {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+func valid(name string) bool {
+	_, ok := dns.IsDomainName(name)
+	return ok
+}
+
+// target is the name a record points at ("." for none).
+func target(rr dns.RR) string {
+	switch r := rr.(type) {
+	case *dns.CNAME:
+		return r.Target
+	case *dns.SRV:
+		return r.Target
+	case *dns.MX:
+		return r.Mx
+	case *dns.PTR:
+		return r.Ptr
+	case *dns.NS:
+		return r.Ns
+	}
+	return "."
 }
 
 type asker struct {

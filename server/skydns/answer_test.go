@@ -203,10 +203,15 @@ func TestGroup(t *testing.T) {
 }
 
 func TestDecode(t *testing.T) {
-	for _, bad := range []string{``, `null`, `[]`, `"x"`, `{"host":1}`, `{"port":"80"}`, `{"ttl":-1}`, `{`} {
+	for _, bad := range []string{``, `[]`, `"x"`, `{"host":1}`, `{"port":"80"}`, `{"ttl":-1}`, `{`, `nul`} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+	// encoding/json takes null into a struct as nothing, and so does
+	// CoreDNS: a key whose name exists with no records.
+	if s, err := Decode([]byte(` null `)); err != nil || s != (Service{}) {
+		t.Errorf("null: %+v, %v; want an empty value", s, err)
 	}
 	s, err := Decode([]byte(` {"Host":"10.0.0.1","owner":"x","unknown":[1]} `))
 	if err != nil || s.Host != "10.0.0.1" {
@@ -282,4 +287,65 @@ func FuzzDecodeAnswer(f *testing.F) {
 		tr := b.Done()
 		Answer(tr, testZone, dns.Question{Name: dns.Fqdn(qname), Qtype: qtype, Qclass: dns.ClassINET}, nil)
 	})
+}
+
+// Found by running dnsd and CoreDNS 1.11.4 side by side on random trees:
+// where CoreDNS sends no reply at all (its answer does not pack) or
+// answers otherwise than its own data says, dnsd answers as the data says.
+func TestAnswersCoreDNSLeavesUnsent(t *testing.T) {
+	tr := tree(t, map[string]string{
+		"x.a.example.org.": `{"host":"10.0.0.1"}`,
+		"x.b.example.org.": `null`,
+	})
+	// The apex NS with nothing under dns/ns: NODATA, for the zone exists.
+	r := answer(tr, "example.org.", dns.TypeNS)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 || len(r.Ns) != 1 {
+		t.Errorf("apex NS without dns/ns: %+v, want NODATA with the SOA", r)
+	}
+	// A null value: its name exists and holds nothing, as in CoreDNS.
+	for _, qtype := range []uint16{dns.TypeA, dns.TypeTXT} {
+		if r := answer(tr, "b.example.org.", qtype); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 0 {
+			t.Errorf("%s under a null value: %+v, want NODATA", dns.TypeToString[qtype], r)
+		}
+	}
+
+	// A record whose key or host names no DNS name is left out, alone:
+	// the name's other records still answer, and the value still answers
+	// where its own name is not needed.
+	b := tr.Edit()
+	for key, value := range map[string]string{
+		"/skydns/org/example/d//y":                         `{"host":"10.0.0.5","port":80}`,
+		"/skydns/org/example/d/ok":                         `{"host":"10.0.0.7","port":80}`,
+		"/skydns/org/example/s/y":                          `{"host":".x.example.org","port":80}`,
+		"/skydns/org/example/s/" + strings.Repeat("z", 64): `{"host":"10.0.0.6","port":80}`,
+		"/skydns/org/example/s/ok":                         `{"host":"10.0.0.7","port":80}`,
+		"/skydns/org/example/c/x":                          `{"host":"a..example.org"}`,
+	} {
+		if err := b.Put(key, []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr = b.Done()
+	for _, c := range []struct {
+		name  string
+		qtype uint16
+		want  []string
+	}{
+		{"s.example.org.", dns.TypeSRV, []string{"s.example.org. 300 IN SRV 10 33 80 ok.s.example.org."}},
+		{"d.example.org.", dns.TypeSRV, []string{"d.example.org. 300 IN SRV 10 50 80 ok.d.example.org."}},
+		{"d.example.org.", dns.TypeA, []string{"d.example.org. 300 IN A 10.0.0.5", "d.example.org. 300 IN A 10.0.0.7"}},
+		{"c.example.org.", dns.TypeA, nil},
+	} {
+		r := answer(tr, c.name, c.qtype)
+		what := c.name + " " + dns.TypeToString[c.qtype]
+		expect(t, what, r.Answer, c.want...)
+		if r.Rcode != dns.RcodeSuccess {
+			t.Errorf("%s: %s", what, dns.RcodeToString[r.Rcode])
+		}
+		m := new(dns.Msg)
+		m.Answer, m.Extra = r.Answer, r.Extra
+		if _, err := m.Pack(); err != nil {
+			t.Errorf("%s: the answer does not pack: %v", what, err)
+		}
+	}
 }

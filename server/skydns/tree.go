@@ -28,12 +28,13 @@ type Service struct {
 
 // Decode reads a value the way CoreDNS does (encoding/json into its
 // msg.Service, so field names match case-insensitively and a field of the
-// wrong type is an error). CoreDNS fails the whole query when any value
-// of the range it read is malformed; dnsd skips that value alone.
+// wrong type is an error, while JSON's null is an empty value). CoreDNS
+// fails the whole query when any value of the range it read is malformed;
+// dnsd skips that value alone.
 func Decode(value []byte) (Service, error) {
 	var s Service
 	v := bytes.TrimSpace(value)
-	if len(v) == 0 || v[0] != '{' {
+	if len(v) == 0 || v[0] != '{' && !bytes.Equal(v, []byte("null")) {
 		return s, errors.New("value is not a JSON object")
 	}
 	if err := json.Unmarshal(v, &s); err != nil {
