@@ -270,22 +270,33 @@ func TestTreeBatchOfHeldValuesChangesNothing(t *testing.T) {
 	}
 }
 
-// FuzzDecodeAnswer: whatever a value holds, decoding and answering from
-// it never panics.
+// FuzzDecodeAnswer: whatever a value and its key hold, decoding and
+// answering from them never panics, and the answer always packs (one
+// that did not went out as a bare SERVFAIL, and CoreDNS sends nothing).
 func FuzzDecodeAnswer(f *testing.F) {
 	for _, s := range []string{`{"host":"10.0.0.1"}`, `{"host":"a.example.org","port":-1,"targetstrip":9}`,
-		`{"text":"` + strings.Repeat("x", 300) + `"}`, `{"host":"::1","mail":true,"weight":-100}`, `{"host":"*.example.org","group":"g"}`} {
-		f.Add([]byte(s), "a.example.org.", uint16(dns.TypeSRV))
+		`{"text":"` + strings.Repeat("x", 300) + `"}`, `{"host":"::1","mail":true,"weight":-100}`, `{"host":"*.example.org","group":"g"}`,
+		`{"host":".x.example.org","port":80}`, `null`} {
+		f.Add([]byte(s), "b", "a.example.org.", uint16(dns.TypeSRV))
 	}
-	f.Fuzz(func(t *testing.T, value []byte, qname string, qtype uint16) {
-		if _, ok := dns.IsDomainName(qname); !ok {
+	f.Add([]byte(`{"host":"10.0.0.5","port":80}`), "/y", "a.example.org.", uint16(dns.TypeSRV))
+	f.Fuzz(func(t *testing.T, value []byte, segment, qname string, qtype uint16) {
+		// A question off the wire: a name that packs.
+		qname = dns.Fqdn(qname)
+		if _, ok := dns.IsDomainName(qname); !ok || !dns.IsFqdn(qname) || len(value) > 4096 {
 			return
 		}
 		b := (*Tree)(nil).Edit()
 		_ = b.Put("/skydns/org/example/a", value)
-		_ = b.Put("/skydns/org/example/a/b", value)
+		_ = b.Put("/skydns/org/example/a/"+segment, value)
 		tr := b.Done()
-		Answer(tr, testZone, dns.Question{Name: dns.Fqdn(qname), Qtype: qtype, Qclass: dns.ClassINET}, nil)
+		q := dns.Question{Name: qname, Qtype: qtype, Qclass: dns.ClassINET}
+		r := Answer(tr, testZone, q, nil)
+		m := &dns.Msg{Question: []dns.Question{q}, Answer: r.Answer, Ns: r.Ns, Extra: r.Extra}
+		m.Compress = true
+		if _, err := m.Pack(); err != nil {
+			t.Fatalf("%s %s from %q at segment %q: %v\n%v", qname, dns.TypeToString[qtype], value, segment, err, m)
+		}
 	})
 }
 
