@@ -179,7 +179,7 @@ func TestService(t *testing.T) {
 			"my-pet.headless.default.svc.cluster.local A 10.3.0.100",
 		},
 	}, {
-		name: "headless-endpoint-in-two-slices", // one endpoint once, with the ports of the first slice that has it
+		name: "headless-endpoint-in-two-slices", // one endpoint once, with the ports of every slice that has it (spec 000 2.4.2: each endpoint and port)
 		svc:  service("default", "twice", []string{"None"}, httpsPort),
 		slices: []*discoveryv1.EndpointSlice{
 			slice("default", "twice", "twice-b", discoveryv1.AddressTypeIPv4,
@@ -196,6 +196,7 @@ func TestService(t *testing.T) {
 			"9.0.3.10.in-addr.arpa PTR 10-3-0-9.twice.default.svc.cluster.local.",
 			"_https._tcp.twice.default.svc.cluster.local SRV 443 10-3-0-1.twice.default.svc.cluster.local.",
 			"_https._tcp.twice.default.svc.cluster.local SRV 443 10-3-0-9.twice.default.svc.cluster.local.",
+			"_metrics._tcp.twice.default.svc.cluster.local SRV 9090 10-3-0-1.twice.default.svc.cluster.local.",
 			"_metrics._tcp.twice.default.svc.cluster.local SRV 9090 10-3-0-2.twice.default.svc.cluster.local.",
 			"twice.default.svc.cluster.local A 10.3.0.1",
 			"twice.default.svc.cluster.local A 10.3.0.2",
@@ -336,10 +337,11 @@ func TestTwoClustersNeverShareAKey(t *testing.T) {
 	}
 }
 
-// An endpoint several slices carry is kept once, with the ports of the
-// first slice that has it, however many endpoints there are (a sort that
-// is not stable keeps either once past a dozen).
-func TestEndpointsKeepTheFirstSlicesPorts(t *testing.T) {
+// An endpoint several slices carry is kept once, with the ports of every
+// slice that has it, in the slices' order, however many endpoints there
+// are (a sort that is not stable mixes them up past a dozen); the slices'
+// own port arrays are left as they were.
+func TestEndpointsInSeveralSlicesServeEveryPort(t *testing.T) {
 	b := builder(t)
 	svc := service("default", "many", []string{"None"}, httpsPort)
 	var first, second []ep
@@ -350,7 +352,7 @@ func TestEndpointsKeepTheFirstSlicesPorts(t *testing.T) {
 	second = append(second, ep{ip: "10.3.2.1"})
 	sls := []*discoveryv1.EndpointSlice{
 		slice("default", "many", "many-a", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{port("https", 443)}, first...),
-		slice("default", "many", "many-b", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{port("metrics", 9090)}, second...),
+		slice("default", "many", "many-b", discoveryv1.AddressTypeIPv4, []discoveryv1.EndpointPort{port("metrics", 9090), port("https", 443)}, second...),
 	}
 	var s set
 	eps := b.endpoints(svc, sls, &s)
@@ -358,12 +360,20 @@ func TestEndpointsKeepTheFirstSlicesPorts(t *testing.T) {
 		t.Fatalf("%d endpoints, want 41", len(eps))
 	}
 	for _, e := range eps {
-		want := "https"
-		if e.ip.String() == "10.3.2.1" {
-			want = "metrics"
+		var got []string
+		for _, p := range e.ports {
+			got = append(got, *p.Name)
 		}
-		if len(e.ports) != 1 || *e.ports[0].Name != want {
-			t.Errorf("%s: ports %v, want the %s slice's", e.ip, e.ports, want)
+		want := []string{"https", "metrics"}
+		if e.ip.String() == "10.3.2.1" {
+			want = []string{"metrics", "https"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: ports %v, want %v", e.ip, got, want)
 		}
 	}
+	if len(sls[0].Ports) != 1 || len(sls[1].Ports) != 2 {
+		t.Errorf("the slices' ports changed: %v, %v", sls[0].Ports, sls[1].Ports)
+	}
 }
+

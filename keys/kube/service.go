@@ -120,8 +120,10 @@ func serviceIPs(svc *corev1.Service) ([]netip.Addr, error) {
 }
 
 // endpoints merges the slices of a service into its ready addresses, each
-// (hostname, address) once however many slices carry it, sorted so the
-// records come out in the same order every time.
+// (hostname, address) once however many slices carry it, with the ports of
+// every slice that does: the spec's SRV records are one for each endpoint
+// and port, as CoreDNS answers them. Sorted so the records come out in the
+// same order every time.
 func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.EndpointSlice, s *set) []endpoint {
 	tolerate := svc.Spec.PublishNotReadyAddresses || svc.Annotations[TolerateUnreadyAnnotation] == "true"
 	n := 0
@@ -159,12 +161,53 @@ func (b Builder) endpoints(svc *corev1.Service, epSlices []*discoveryv1.Endpoint
 			}
 		}
 	}
-	// Sorted stably and the first of each (hostname, address) kept: the
-	// one seen first, as a set of those seen would keep, without hashing
-	// every endpoint at every change of its service.
+	// Sorted, and each (hostname, address) kept once, without hashing
+	// every endpoint at every change of its service. Stable, so that the
+	// ports come in the slices' order.
 	byID := func(a, b endpoint) int { return cmp.Or(cmp.Compare(a.host, b.host), a.ip.Compare(b.ip)) }
 	slices.SortStableFunc(out, byID)
-	return slices.CompactFunc(out, func(a, b endpoint) bool { return byID(a, b) == 0 })
+	kept := out[:0]
+	for _, e := range out {
+		if n := len(kept); n > 0 && byID(kept[n-1], e) == 0 {
+			kept[n-1].ports = unionPorts(kept[n-1].ports, e.ports)
+			continue
+		}
+		kept = append(kept, e)
+	}
+	return kept
+}
+
+// unionPorts is a with the ports of b it lacks. Both are slices' own
+// arrays (an informer's cache), so a is copied before it grows.
+func unionPorts(a, b []discoveryv1.EndpointPort) []discoveryv1.EndpointPort {
+	grown := false
+	for _, p := range b {
+		if slices.ContainsFunc(a, func(q discoveryv1.EndpointPort) bool { return samePort(p, q) }) {
+			continue
+		}
+		if !grown {
+			a, grown = slices.Clip(a), true
+		}
+		a = append(a, p)
+	}
+	return a
+}
+
+func samePort(a, b discoveryv1.EndpointPort) bool {
+	deref := func(s *string) string {
+		if s == nil {
+			return ""
+		}
+		return *s
+	}
+	proto := func(p *corev1.Protocol) corev1.Protocol {
+		if p == nil {
+			return corev1.ProtocolTCP
+		}
+		return *p
+	}
+	return deref(a.Name) == deref(b.Name) && proto(a.Protocol) == proto(b.Protocol) &&
+		(a.Port == nil) == (b.Port == nil) && (a.Port == nil || *a.Port == *b.Port)
 }
 
 // endpointSRVs adds an SRV record at the service name for each named port
