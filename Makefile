@@ -34,7 +34,7 @@ unit:
 integration:
 	$(GO) test -count=1 -tags integration -timeout 30m ./integration/...
 
-## compat: regenerate docs/compatibility.md (dnsd and CoreDNS's etcd plugin on the same keys)
+## compat: regenerate docs/compatibility.md (dnsd, CoreDNS's etcd plugin on the same keys, its kubernetes plugin on the same objects)
 compat: tools
 	$(GO) test -count=1 -tags integration -run '^TestEndToEnd$$' ./integration/ -args -compat=$(CURDIR)/docs/compatibility.md
 

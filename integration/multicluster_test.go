@@ -284,7 +284,7 @@ clusterset.local:{{.Port}} {
 `)
 	for _, c := range all {
 		c.coredns = corednsClusterset[c.spec]
-		askCoreDNS(t, coredns.Addr, c)
+		askPeer(t, "CoreDNS's etcd plugin", coredns.Addr, c, c.coredns)
 	}
 
 	// 001 2.4.3 headless PTR: the endpoint already has its cluster-local
