@@ -376,4 +376,3 @@ func TestEndpointsInSeveralSlicesServeEveryPort(t *testing.T) {
 		t.Errorf("the slices' ports changed: %v, %v", sls[0].Ports, sls[1].Ports)
 	}
 }
-
