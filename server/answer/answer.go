@@ -419,9 +419,9 @@ func UDPSize(advertised uint16) int {
 // (RFC 2181 section 9: no TC needed for that); then, if the answer still
 // does not fit, it keeps the answer's records that do, in order, and TC
 // tells the client to ask again over TCP. That is what CoreDNS sends
-// (miekg/dns's Truncate), and what a client that takes a
-// truncated answer as it is (musl before 1.2.4, in many container images)
-// needs to get any address of a large headless service at all.
+// (miekg/dns's Truncate), and what a client that takes a truncated answer
+// as it is (musl before 1.2.4, in many container images) needs to get any
+// address of a large headless service at all.
 func Fit(m *dns.Msg, size int) {
 	if m.Len() <= size {
 		return
