@@ -75,6 +75,7 @@ type Publisher struct {
 	Federation       string        `mapstructure:"federation"`
 	FederationPrefix string        `mapstructure:"federation-prefix"`
 	TTL              uint32        `mapstructure:"ttl"`
+	DNSService       string        `mapstructure:"dns-service"`
 	DryRun           bool          `mapstructure:"dry-run"`
 	MetricsListen    string        `mapstructure:"metrics-listen"`
 	LeaderElection   bool          `mapstructure:"leader-election"`
@@ -494,6 +495,9 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if err := keys.CheckPrefix(p.ClustersetPrefix); err != nil {
 			bad("publisher.clusterset-prefix", "%v", err)
+		}
+		if ns, name, ok := strings.Cut(p.DNSService, "/"); p.DNSService != "" && (!ok || !keys.IsLabel(ns) || !keys.IsLabel(name)) {
+			bad("publisher.dns-service", "%q is not namespace/name", p.DNSService)
 		}
 		if p.Federation != "" && !keys.IsLabel(p.Federation) {
 			bad("publisher.federation", "%q is not a lowercase DNS label", p.Federation)

@@ -181,6 +181,8 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--dnsd.source-cluster-option", "12"}, want: "dnsd.source-cluster-option"},
 		{args: []string{"--dnsd.source-cluster-option", "70000"}, want: "dnsd.source-cluster-option"},
 		{args: []string{"--dnsd.internal-clients", "10.0.0.1"}, want: "dnsd.internal-clients"},
+		{args: []string{"--publisher.dns-service", "kube-dns"}, want: "publisher.dns-service"},
+		{args: []string{"--publisher.dns-service", "kube-system/Kube_DNS"}, want: "publisher.dns-service"},
 		{args: []string{"--publisher.federation", "My.Federation"}, want: "publisher.federation"},
 		{args: []string{"--publisher.federation", "fed", "--cluster.federation-domain", ""}, want: "publisher.federation"},
 		{args: []string{"--publisher.federation-prefix", "skydns"}, want: "publisher.federation-prefix"},

@@ -12,13 +12,13 @@ import (
 // startChain starts what a cluster runs: the built publisher watching api
 // and writing into etcd as cluster id, and the built dnsd serving from the
 // same etcd. It returns dnsd's DNS address once both report ready.
-func startChain(tb testing.TB, etcd *harness.Etcd, api *harness.KubeAPIServer, id string) string {
+func startChain(tb testing.TB, etcd *harness.Etcd, api *harness.KubeAPIServer, id string, publisherArgs ...string) string {
 	tb.Helper()
 	pubMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(tb))
-	harness.StartProcess(tb, harness.BuildBinary(tb, "./cmd/publisher"), []string{
+	harness.StartProcess(tb, harness.BuildBinary(tb, "./cmd/publisher"), append([]string{
 		"--etcd.endpoints", etcd.Endpoint, "--publisher.kubeconfig", api.Kubeconfig,
 		"--cluster.id", id, "--publisher.metrics-listen", pubMetrics,
-	}, nil, func() error { return harness.HTTPOK("http://" + pubMetrics + "/readyz") })
+	}, publisherArgs...), nil, func() error { return harness.HTTPOK("http://" + pubMetrics + "/readyz") })
 
 	dnsAddr := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(tb))
 	dnsdMetrics := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(tb))

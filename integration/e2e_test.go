@@ -99,6 +99,13 @@ var checks = []check{
 		coredns: "CoreDNS's etcd plugin answers only stored records; insecure pod records are synthesized by dnsd from the name"},
 	{spec: "002 search list: data.prod asked in namespace default", qname: "web.prod.default.svc.cluster.local.", qtype: dns.TypeA,
 		rcode: dns.RcodeNameError}, // NXDOMAIN, so the resolver moves on to web.prod.svc.cluster.local (checked above)
+	{spec: "apex NS", qname: "cluster.local.", qtype: dns.TypeNS,
+		answer:  []string{"cluster.local. 5 IN NS ns.dns.cluster.local."},
+		coredns: "CoreDNS's etcd plugin names each nameserver after its key below ns.dns, here the record id",
+		kube:    "CoreDNS finds its own Service from the pod IP it runs on; outside a cluster, as here, it finds none"},
+	{spec: "the NS's address (publisher.dns-service)", qname: "ns.dns.cluster.local.", qtype: dns.TypeA,
+		answer: []string{"ns.dns.cluster.local. 5 IN A 10.96.0.10"},
+		kube:   "CoreDNS finds its own Service from the pod IP it runs on; outside a cluster, as here, it finds none"},
 	{spec: "negative: no such service", qname: "missing.default.svc.cluster.local.", qtype: dns.TypeA,
 		rcode: dns.RcodeNameError},
 	{spec: "negative: existing name, missing type", qname: "kubernetes.default.svc.cluster.local.", qtype: dns.TypeAAAA},
@@ -123,7 +130,7 @@ func TestEndToEnd(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(api.RESTConfig())
 	createObjects(t, cs)
 
-	dnsAddr := startChain(t, etcd, api, "e2e")
+	dnsAddr := startChain(t, etcd, api, "e2e", "--publisher.dns-service", "kube-system/kube-dns")
 
 	coredns := harness.StartCoreDNS(t, `.:{{.Port}} {
     bind 127.0.0.1
@@ -169,6 +176,13 @@ func TestEndToEnd(t *testing.T) {
 			check{answer: []string{"busybox-1.busybox-subdomain.default.svc.cluster.local. 5 IN A 10.3.0.50"}})
 		return err
 	})
+	// The apex NS carries its address, as glue.
+	if r := ask(t, "udp", dnsAddr, "cluster.local.", dns.TypeNS); !slices.ContainsFunc(r.Extra, func(rr dns.RR) bool {
+		a, ok := rr.(*dns.A)
+		return ok && a.Hdr.Name == "ns.dns.cluster.local." && a.A.String() == "10.96.0.10"
+	}) {
+		t.Errorf("cluster.local NS: additional %v, want ns.dns.cluster.local's A 10.96.0.10", r.Extra)
+	}
 	var rows []string
 	for _, c := range checks {
 		cdGot, same := askPeer(t, "CoreDNS's etcd plugin", coredns.Addr, c, c.coredns)
@@ -330,6 +344,9 @@ func createObjects(t *testing.T, cs kubernetes.Interface) {
 		}(),
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "foo"}, Spec: corev1.ServiceSpec{
 			Type: corev1.ServiceTypeExternalName, ExternalName: "www.example.com"}},
+		// The cluster's DNS, publisher.dns-service.
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-dns"}, Spec: corev1.ServiceSpec{
+			ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "dns", Port: 53, Protocol: udp}}}},
 	}
 	for _, s := range services {
 		if _, err := cs.CoreV1().Services(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); err != nil {

@@ -245,6 +245,7 @@ func buildZones(ctx context.Context, cfg *config.Config, src source.Source, log 
 	if err != nil {
 		return publisher.Zones{}, err
 	}
+	b.Nameserver = p.DNSService
 	z := publisher.Zones{Cluster: b}
 	if p.Clusterset {
 		// The clusterset tree is shared; the PTRs of ClusterSetIPs go into

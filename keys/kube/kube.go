@@ -21,7 +21,18 @@ const TolerateUnreadyAnnotation = "service.alpha.kubernetes.io/tolerate-unready-
 type Builder struct {
 	keys.Layout
 	Zone string // cluster domain, such as cluster.local
+	// Nameserver is the namespace/name of the Service pods reach the
+	// cluster's DNS through: its cluster IPs are also the address of
+	// ns.dns.<zone>, the name the zone's NS record and SOA give (CoreDNS
+	// answers it with its own Service's IPs). Empty: none.
+	Nameserver string
 }
+
+// NameserverName, under the zone, is the name of the zone's nameserver:
+// what the SOA's primary and the NS record name (dnsd.soa-mname's
+// default), and where CoreDNS's etcd plugin reads the NS record's
+// addresses.
+const NameserverName = "ns.dns"
 
 // NewBuilder validates the layout and zone once.
 func NewBuilder(l keys.Layout, zone string) (Builder, error) {

@@ -376,3 +376,41 @@ func TestEndpointsInSeveralSlicesServeEveryPort(t *testing.T) {
 		t.Errorf("the slices' ports changed: %v, %v", sls[0].Ports, sls[1].Ports)
 	}
 }
+
+// The Service named as the cluster's DNS gives ns.dns.<zone> its cluster
+// IPs, the address of the zone's NS record, keyed under the zone where
+// CoreDNS's etcd plugin reads NS addresses; no other Service does.
+func TestNameserverService(t *testing.T) {
+	b := builder(t)
+	b.Nameserver = "kube-system/kube-dns"
+	dns := service("kube-system", "kube-dns", []string{"10.96.0.10", "fd00:10:96::a"}, corev1.ServicePort{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP})
+	recs, problems := b.Service(dns, nil)
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	var ns []string
+	for _, r := range rrs(recs) {
+		if strings.HasPrefix(r, "ns.dns.") {
+			ns = append(ns, r)
+		}
+	}
+	if want := []string{"ns.dns.cluster.local A 10.96.0.10", "ns.dns.cluster.local AAAA fd00:10:96::a"}; !slices.Equal(ns, want) {
+		t.Errorf("nameserver records %q, want %q", ns, want)
+	}
+	for _, r := range recs {
+		if strings.HasPrefix(r.Name, "ns.dns.") && !strings.HasPrefix(r.Key, "/skydns/local/cluster/dns/ns/") {
+			t.Errorf("%s: key %s, want it under /skydns/local/cluster/dns/ns/", r.Name, r.Key)
+		}
+	}
+	for _, other := range []*corev1.Service{
+		service("default", "kube-dns", []string{"10.96.0.11"}),
+		service("kube-system", "kube-dns", []string{"None"}),
+	} {
+		recs, _ := b.Service(other, nil)
+		for _, r := range rrs(recs) {
+			if strings.HasPrefix(r, "ns.dns.") {
+				t.Errorf("%s/%s %v: %s", other.Namespace, other.Name, other.Spec.ClusterIPs, r)
+			}
+		}
+	}
+}

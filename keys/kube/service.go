@@ -63,9 +63,13 @@ func (b Builder) Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSl
 	}
 	headless := len(clusterIPs) == 0
 
+	nameserver := b.Nameserver != "" && b.Nameserver == svc.Namespace+"/"+svc.Name
 	for _, ip := range clusterIPs {
 		s.add(b.Address(name, src, ip))
 		s.add(b.PTR(ip, src, name))
+		if nameserver {
+			s.add(b.Address(NameserverName+"."+b.Zone, src, ip))
+		}
 	}
 	if !headless {
 		for _, p := range svc.Spec.Ports {
