@@ -39,6 +39,13 @@ type check struct {
 	kube string
 }
 
+// Reasons several checks share.
+const (
+	srvPriority  = "priority 0 where dnsd, kube-dns and CoreDNS's etcd plugin give 10; the spec leaves priority and weight open"
+	ownService   = "CoreDNS finds its own Service from the pod IP it runs on; outside a cluster, as here, it finds none"
+	outsideZones = "CoreDNS answers SERVFAIL for a name no server block serves; dnsd refuses, as a server that is no resolver should"
+)
+
 var checks = []check{
 	{spec: "000 2.2 dns-version", qname: "dns-version.cluster.local.", qtype: dns.TypeTXT,
 		answer: []string{`dns-version.cluster.local. 5 IN TXT "1.0.1"`},
@@ -49,7 +56,7 @@ var checks = []check{
 		answer: []string{"KuBeRnEtEs.Default.SVC.cluster.local. 5 IN A 10.96.0.1"}},
 	{spec: "000 2.3.2 ClusterIP SRV", qname: "_https._tcp.kubernetes.default.svc.cluster.local.", qtype: dns.TypeSRV,
 		answer: []string{"_https._tcp.kubernetes.default.svc.cluster.local. 5 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."},
-		kube:   "priority 0 where dnsd, kube-dns and CoreDNS's etcd plugin give 10; the spec leaves priority and weight open"},
+		kube:   srvPriority},
 	{spec: "000 2.3.3 ClusterIP PTR", qname: "1.0.96.10.in-addr.arpa.", qtype: dns.TypePTR,
 		answer: []string{"1.0.96.10.in-addr.arpa. 5 IN PTR kubernetes.default.svc.cluster.local."}},
 	{spec: "002 dual-stack A", qname: "web.prod.svc.cluster.local.", qtype: dns.TypeA,
@@ -74,7 +81,7 @@ var checks = []check{
 			"_https._tcp.headless.default.svc.cluster.local. 5 IN SRV 10 50 443 10-3-0-1.headless.default.svc.cluster.local.",
 			"_https._tcp.headless.default.svc.cluster.local. 5 IN SRV 10 50 443 my-pet.headless.default.svc.cluster.local.",
 		},
-		kube: "priority 0 where dnsd, kube-dns and CoreDNS's etcd plugin give 10; the spec leaves priority and weight open"},
+		kube: srvPriority},
 	{spec: "000 2.4.3 headless PTR", qname: "100.0.3.10.in-addr.arpa.", qtype: dns.TypePTR,
 		answer: []string{"100.0.3.10.in-addr.arpa. 5 IN PTR my-pet.headless.default.svc.cluster.local."}},
 	{spec: "000 2.1 not-ready endpoint absent", qname: "10-3-0-3.headless.default.svc.cluster.local.", qtype: dns.TypeA,
@@ -102,10 +109,10 @@ var checks = []check{
 	{spec: "apex NS", qname: "cluster.local.", qtype: dns.TypeNS,
 		answer:  []string{"cluster.local. 5 IN NS ns.dns.cluster.local."},
 		coredns: "CoreDNS's etcd plugin names each nameserver after its key below ns.dns, here the record id",
-		kube:    "CoreDNS finds its own Service from the pod IP it runs on; outside a cluster, as here, it finds none"},
+		kube:    ownService},
 	{spec: "the NS's address (publisher.dns-service)", qname: "ns.dns.cluster.local.", qtype: dns.TypeA,
 		answer: []string{"ns.dns.cluster.local. 5 IN A 10.96.0.10"},
-		kube:   "CoreDNS finds its own Service from the pod IP it runs on; outside a cluster, as here, it finds none"},
+		kube:   ownService},
 	{spec: "negative: no such service", qname: "missing.default.svc.cluster.local.", qtype: dns.TypeA,
 		rcode: dns.RcodeNameError},
 	{spec: "negative: existing name, missing type", qname: "kubernetes.default.svc.cluster.local.", qtype: dns.TypeAAAA},
@@ -115,8 +122,8 @@ var checks = []check{
 		coredns: "CoreDNS reads the whole subtree and turns the ExternalName value it finds below into a CNAME at this name",
 		kube:    "CoreDNS answers NXDOMAIN for a name with names below it (RFC 8020: NXDOMAIN says nothing exists below)"},
 	{spec: "negative: outside every zone", qname: "example.com.", qtype: dns.TypeA, rcode: dns.RcodeRefused,
-		coredns: "CoreDNS answers SERVFAIL for a name no server block serves; dnsd refuses, as a server that is no resolver should",
-		kube:    "CoreDNS answers SERVFAIL for a name no server block serves; dnsd refuses, as a server that is no resolver should"},
+		coredns: outsideZones,
+		kube:    outsideZones},
 }
 
 // TestEndToEnd is the chain a user runs: objects created through a real

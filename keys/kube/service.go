@@ -204,13 +204,7 @@ func samePort(a, b discoveryv1.EndpointPort) bool {
 		}
 		return *s
 	}
-	proto := func(p *corev1.Protocol) corev1.Protocol {
-		if p == nil {
-			return corev1.ProtocolTCP
-		}
-		return *p
-	}
-	return deref(a.Name) == deref(b.Name) && proto(a.Protocol) == proto(b.Protocol) &&
+	return deref(a.Name) == deref(b.Name) && portProto(a.Protocol) == portProto(b.Protocol) &&
 		(a.Port == nil) == (b.Port == nil) && (a.Port == nil || *a.Port == *b.Port)
 }
 
@@ -225,12 +219,17 @@ func (b Builder) endpointSRVs(s *set, service, target, src string, ep endpoint) 
 			s.fail("%s: endpoint %w", src, err)
 			continue
 		}
-		proto := corev1.ProtocolTCP
-		if p.Protocol != nil {
-			proto = *p.Protocol
-		}
-		s.add(b.SRV(service, *p.Name, protoLabel(proto), src, *p.Port, target))
+		s.add(b.SRV(service, *p.Name, protoLabel(portProto(p.Protocol)), src, *p.Port, target))
 	}
+}
+
+// portProto is an EndpointSlice port's protocol: TCP when unset, as the
+// API defaults it.
+func portProto(p *corev1.Protocol) corev1.Protocol {
+	if p == nil {
+		return corev1.ProtocolTCP
+	}
+	return *p
 }
 
 func protoLabel(p corev1.Protocol) string {
