@@ -132,11 +132,15 @@ func sharedBool(p *bool) *bool {
 
 func (k *Kube) Start(ctx context.Context, notify Notify) error {
 	var synced []cache.InformerSynced
+	// Every informer is made before any starts: their handlers read the
+	// lists of informers (Exported), which must not grow under them when
+	// several namespaces are watched.
+	var start []func(stop <-chan struct{})
 	for _, ns := range k.namespaces {
 		if k.mcs != nil {
 			// Before the service informers, so that their first events
 			// already see which services are exported.
-			s, err := k.startMulticluster(ctx, ns, notify)
+			s, err := k.startMulticluster(ns, notify, &start)
 			if err != nil {
 				return err
 			}
@@ -193,8 +197,10 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 			k.podInfs = append(k.podInfs, p)
 			synced = append(synced, p.HasSynced)
 		}
-		svcF.Start(ctx.Done())
-		f.Start(ctx.Done())
+		start = append(start, svcF.Start, f.Start)
+	}
+	for _, s := range start {
+		s(ctx.Done())
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("kubernetes informers did not sync: %w", context.Cause(ctx))
@@ -202,7 +208,7 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 	return nil
 }
 
-func (k *Kube) startMulticluster(ctx context.Context, ns string, notify Notify) ([]cache.InformerSynced, error) {
+func (k *Kube) startMulticluster(ns string, notify Notify, start *[]func(stop <-chan struct{})) ([]cache.InformerSynced, error) {
 	// Without the CRDs the informers would retry their lists forever and
 	// the publisher would never become ready: say what is missing instead.
 	gv := mcsv1alpha1.SchemeGroupVersion.String()
@@ -227,7 +233,7 @@ func (k *Kube) startMulticluster(ctx context.Context, ns string, notify Notify) 
 	}
 	k.exports = append(k.exports, exp)
 	k.imports = append(k.imports, imp)
-	f.Start(ctx.Done())
+	*start = append(*start, f.Start)
 	return []cache.InformerSynced{exp.HasSynced, imp.HasSynced}, nil
 }
 
