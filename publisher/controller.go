@@ -49,6 +49,7 @@ type Controller struct {
 	idx     *plan.Index
 	pending map[string]time.Time       // unit -> first unprocessed change
 	waiting map[string]map[string]bool // key held by someone else -> units that want it
+	unsure  map[string][]string        // unit -> keys of its transactions that may have committed
 	queue   workqueue.TypedRateLimitingInterface[string]
 
 	synced     atomic.Bool // the source's initial state is loaded
@@ -126,7 +127,7 @@ func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "publisher"})
 	c.mu.Lock()
-	c.queue, c.pending, c.waiting = q, map[string]time.Time{}, map[string]map[string]bool{}
+	c.queue, c.pending, c.waiting, c.unsure = q, map[string]time.Time{}, map[string]map[string]bool{}, map[string][]string{}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -369,6 +370,9 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		c.log.Warn("skipped invalid parts of an object", "unit", unit, "problems", errors.Join(problems...).Error())
 	}
 	st.records = len(desired)
+	if err := c.settle(ctx, unit); err != nil {
+		return st, err
+	}
 	// Encoded before the lock: 16 workers share the index.
 	want := plan.Encode(desired)
 	backoff := 50 * time.Millisecond
@@ -419,9 +423,7 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		if gerr != nil {
 			return st, gerr
 		}
-		c.mu.Lock()
-		c.idx.Refresh(present, absent)
-		c.mu.Unlock()
+		c.refresh(unit, present, absent)
 		c.log.Info("a record changed behind the publisher; re-read and retrying", "unit", unit, "attempt", attempt)
 		select {
 		case <-ctx.Done():
@@ -429,6 +431,52 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		case <-time.After(backoff + rand.N(backoff)):
 		}
 		backoff *= 2
+	}
+}
+
+// settle re-reads the keys of a unit's transactions that failed without
+// saying whether they committed (a timeout, a lost reply): what they wrote
+// is the unit's all the same, and a record the index does not know of is
+// never deleted, however the unit changes.
+func (c *Controller) settle(ctx context.Context, unit string) error {
+	c.mu.Lock()
+	ks := c.unsure[unit]
+	c.mu.Unlock()
+	if len(ks) == 0 {
+		return nil
+	}
+	present, absent, err := c.o.Store.Get(ctx, ks)
+	if err != nil {
+		return err
+	}
+	c.refresh(unit, present, absent)
+	c.mu.Lock()
+	delete(c.unsure, unit) // a unit is reconciled by one worker at a time
+	c.mu.Unlock()
+	return nil
+}
+
+// refresh puts a re-read of keys into the index. A key found gone may be
+// one another unit waits for, freed by a transaction the index never saw
+// commit: that unit can have it now, as after apply.
+func (c *Controller) refresh(unit string, present []plan.KV, absent []string) {
+	c.mu.Lock()
+	c.idx.Refresh(present, absent)
+	var retry []string
+	for _, k := range absent {
+		for u := range c.waiting[k] {
+			if u != unit {
+				retry = append(retry, u)
+			}
+		}
+		delete(c.waiting, k)
+	}
+	q := c.queue
+	c.mu.Unlock()
+	for _, u := range retry {
+		if q != nil {
+			q.Add(u)
+		}
 	}
 }
 
@@ -454,6 +502,13 @@ func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fenc
 			return err
 		default:
 			c.m.Txns.WithLabelValues("error").Inc()
+			ks := make([]string, len(t))
+			for i, o := range t {
+				ks[i] = o.Key
+			}
+			c.mu.Lock()
+			c.unsure[unit] = append(c.unsure[unit], ks...)
+			c.mu.Unlock()
 			return err
 		}
 		puts := 0
