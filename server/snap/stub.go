@@ -75,6 +75,10 @@ func (b *Batch) DeleteStub(key string) {
 	st.Servers = slices.DeleteFunc(st.Servers, func(s StubServer) bool { return s.Key == key })
 	if len(st.Servers) == 0 {
 		delete(b.z.stubs, domain)
+		// A put for the domain later in the batch makes its entry anew:
+		// still marked as copied, stub returned the one deleted here,
+		// nil, and the put panicked on it.
+		delete(b.stubCopied, domain)
 	}
 }
 
