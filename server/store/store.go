@@ -75,6 +75,11 @@ type Store struct {
 
 	mu  sync.Mutex
 	bad map[string]Malformed // by key
+	// skippedNow holds the keys the load in progress skipped; nil while
+	// none is. A complete load drops every other key from bad: one
+	// deleted while the watch was down is in no event a relist replays,
+	// and stayed listed as skipped for good. Only Run's goroutine uses it.
+	skippedNow map[string]bool
 	// unordered: endpoints said to order no progress answers (checkOrder).
 	unordered map[string]bool
 
@@ -684,7 +689,12 @@ func (s *Store) load(ctx context.Context) (sn *snap.Snapshot, now int64, err err
 	}
 	now = resp.Header.Revision
 	at := sharedRevision(now, s.step)
-	if at <= s.gone {
+	// A relist is published as soon as it is loaded: at a shared revision
+	// older than the snapshot served, it took back every change since
+	// (names created answered NXDOMAIN) until the watch replayed them.
+	// Where one prefix's watcher resumes behind the others, a compaction
+	// past it makes such a relist.
+	if served := s.Snapshot(); at <= s.gone || served != nil && at < served.Rev {
 		at = now
 	}
 	sn, err = s.loadAt(ctx, at)
@@ -730,6 +740,8 @@ func (s *Store) caughtUp(shown int64) {
 func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // a fetch still running when a page fails
+	s.skippedNow = map[string]bool{}
+	defer func() { s.skippedNow = nil }()
 	var out []*snap.Zone
 	for _, c := range s.zones {
 		z := snap.NewZone(c)
@@ -768,6 +780,13 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 		// nothing transfers zones by it (AXFR and IXFR are refused).
 		out = append(out, b.Done(uint32(rev)))
 	}
+	s.mu.Lock()
+	for key := range s.bad {
+		if !s.skippedNow[key] {
+			delete(s.bad, key)
+		}
+	}
+	s.mu.Unlock()
 	return snap.NewSnapshot(rev, out), nil
 }
 
@@ -912,6 +931,9 @@ func (s *Store) skip(z *snap.Zone, key, owner string, value []byte, err error) {
 	old, seen := s.bad[key]
 	s.bad[key] = m
 	s.mu.Unlock()
+	if s.skippedNow != nil {
+		s.skippedNow[key] = true
+	}
 	if !seen || old.Err != m.Err {
 		s.log.Warn("skipping malformed value", "key", key, "err", m.Err) // err may hold the key's view of a page
 	}
