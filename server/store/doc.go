@@ -114,7 +114,9 @@
 // down to a multiple of RevisionStep. So the frontends starting together
 // ask for the same pages, and an etcd grpc-proxy answers those asked for
 // after the first answer from its cache; each watch replays the few
-// transactions since.
+// transactions since. A relist never loads at a revision older than the
+// snapshot it replaces: published at once, it would take back what was
+// served (a name created since answered NXDOMAIN) until the replay came.
 // Every page after the first stops where about a page of keys is expected
 // to end (stops.go), because etcd counts each limited read's keys to its
 // stop: read to the zone's end, the pages of a million-key zone made it
