@@ -607,62 +607,55 @@ func (r *churnRun) apply(t *testing.T, what string, err error) {
 	}
 }
 
+// typedAPI is a fake clientset's API of one kind.
+type typedAPI[T any] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+// upsert creates obj, or updates it where held says the API has it, and
+// returns the verb used.
+func upsert[T interface{ DeepCopy() T }](api typedAPI[T], obj T, held bool) (string, error) {
+	if held {
+		_, err := api.Update(bg, obj.DeepCopy(), metav1.UpdateOptions{})
+		return "update", err
+	}
+	_, err := api.Create(bg, obj.DeepCopy(), metav1.CreateOptions{})
+	return "create", err
+}
+
 func (r *churnRun) putService(t *testing.T, s *corev1.Service) {
 	t.Helper()
-	k, api := s.Namespace+"/"+s.Name, r.kc.CoreV1().Services(s.Namespace)
-	var err error
-	verb := "create"
-	if _, ok := r.w.svcs[k]; ok {
-		verb = "update"
-		_, err = api.Update(bg, s.DeepCopy(), metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(bg, s.DeepCopy(), metav1.CreateOptions{})
-	}
+	k := s.Namespace + "/" + s.Name
+	_, held := r.w.svcs[k]
+	verb, err := upsert(r.kc.CoreV1().Services(s.Namespace), s, held)
 	r.apply(t, verb+" service "+k+" "+describeService(s), err)
 	r.w.svcs[k] = s
 }
 
 func (r *churnRun) putSlice(t *testing.T, s *discoveryv1.EndpointSlice) {
 	t.Helper()
-	k, api := s.Namespace+"/"+s.Name, r.kc.DiscoveryV1().EndpointSlices(s.Namespace)
-	var err error
-	verb := "create"
-	if _, ok := r.w.slices[k]; ok {
-		verb = "update"
-		_, err = api.Update(bg, s.DeepCopy(), metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(bg, s.DeepCopy(), metav1.CreateOptions{})
-	}
+	k := s.Namespace + "/" + s.Name
+	_, held := r.w.slices[k]
+	verb, err := upsert(r.kc.DiscoveryV1().EndpointSlices(s.Namespace), s, held)
 	r.apply(t, verb+" endpointslice "+k+" "+describeSlice(s), err)
 	r.w.slices[k] = s
 }
 
 func (r *churnRun) putPod(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	k, api := p.Namespace+"/"+p.Name, r.kc.CoreV1().Pods(p.Namespace)
-	var err error
-	verb := "create"
-	if _, ok := r.w.pods[k]; ok {
-		verb = "update"
-		_, err = api.Update(bg, p.DeepCopy(), metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(bg, p.DeepCopy(), metav1.CreateOptions{})
-	}
+	k := p.Namespace + "/" + p.Name
+	_, held := r.w.pods[k]
+	verb, err := upsert(r.kc.CoreV1().Pods(p.Namespace), p, held)
 	r.apply(t, fmt.Sprintf("%s pod %s %s %v", verb, k, p.Status.Phase, p.Status.PodIPs), err)
 	r.w.pods[k] = p
 }
 
 func (r *churnRun) putImport(t *testing.T, i *mcsv1alpha1.ServiceImport) {
 	t.Helper()
-	k, api := i.Namespace+"/"+i.Name, r.mc.MulticlusterV1alpha1().ServiceImports(i.Namespace)
-	var err error
-	verb := "create"
-	if _, ok := r.w.imports[k]; ok {
-		verb = "update"
-		_, err = api.Update(bg, i.DeepCopy(), metav1.UpdateOptions{})
-	} else {
-		_, err = api.Create(bg, i.DeepCopy(), metav1.CreateOptions{})
-	}
+	k := i.Namespace + "/" + i.Name
+	_, held := r.w.imports[k]
+	verb, err := upsert(r.mc.MulticlusterV1alpha1().ServiceImports(i.Namespace), i, held)
 	r.apply(t, fmt.Sprintf("%s serviceimport %s %s ips=%v ports=%v", verb, k, i.Spec.Type, i.Spec.IPs, i.Spec.Ports), err)
 	r.w.imports[k] = i
 }
