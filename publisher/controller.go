@@ -462,21 +462,33 @@ func (c *Controller) settle(ctx context.Context, unit string) error {
 func (c *Controller) refresh(unit string, present []plan.KV, absent []string) {
 	c.mu.Lock()
 	c.idx.Refresh(present, absent)
-	var retry []string
-	for _, k := range absent {
+	retry, q := c.waitersOf(unit, absent), c.queue
+	c.mu.Unlock()
+	wake(q, retry)
+}
+
+// waitersOf forgets who waits for keys, which are free now, and returns
+// the units but unit that did. c.mu is held.
+func (c *Controller) waitersOf(unit string, keys []string) []string {
+	var units []string
+	for _, k := range keys {
 		for u := range c.waiting[k] {
 			if u != unit {
-				retry = append(retry, u)
+				units = append(units, u)
 			}
 		}
 		delete(c.waiting, k)
 	}
-	q := c.queue
-	c.mu.Unlock()
-	for _, u := range retry {
-		if q != nil {
-			q.Add(u)
-		}
+	return units
+}
+
+// wake queues units on q, the queue read under c.mu (nil: not leading).
+func wake(q workqueue.TypedRateLimitingInterface[string], units []string) {
+	if q == nil {
+		return
+	}
+	for _, u := range units {
+		q.Add(u)
 	}
 }
 
@@ -502,12 +514,10 @@ func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fenc
 			return err
 		default:
 			c.m.Txns.WithLabelValues("error").Inc()
-			ks := make([]string, len(t))
-			for i, o := range t {
-				ks[i] = o.Key
-			}
 			c.mu.Lock()
-			c.unsure[unit] = append(c.unsure[unit], ks...)
+			for _, o := range t {
+				c.unsure[unit] = append(c.unsure[unit], o.Key)
+			}
 			c.mu.Unlock()
 			return err
 		}
@@ -522,21 +532,10 @@ func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fenc
 		c.mu.Lock()
 		freed := c.idx.Applied(unit, t, rev)
 		c.m.Owned.Set(float64(c.idx.Len()))
-		var retry []string
-		for _, k := range freed {
-			for u := range c.waiting[k] {
-				retry = append(retry, u)
-			}
-			delete(c.waiting, k)
-		}
-		q := c.queue
+		retry, q := c.waitersOf(unit, freed), c.queue
 		c.mu.Unlock()
 		// Units that wanted a key this one just freed can have it now.
-		for _, u := range retry {
-			if q != nil && u != unit {
-				q.Add(u)
-			}
-		}
+		wake(q, retry)
 		c.log.Debug("applied", "unit", unit, "puts", puts, "deletes", len(t)-puts, "revision", rev)
 	}
 	return nil

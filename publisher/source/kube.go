@@ -140,11 +140,12 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 		if k.mcs != nil {
 			// Before the service informers, so that their first events
 			// already see which services are exported.
-			s, err := k.startMulticluster(ns, notify, &start)
+			s, run, err := k.multicluster(ns, notify)
 			if err != nil {
 				return err
 			}
 			synced = append(synced, s...)
+			start = append(start, run)
 		}
 		svcF := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync,
 			informers.WithNamespace(ns), informers.WithTransform(Lean),
@@ -208,12 +209,14 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 	return nil
 }
 
-func (k *Kube) startMulticluster(ns string, notify Notify, start *[]func(stop <-chan struct{})) ([]cache.InformerSynced, error) {
+// multicluster makes ns's ServiceExport and ServiceImport informers and
+// returns their synced checks and what starts them.
+func (k *Kube) multicluster(ns string, notify Notify) ([]cache.InformerSynced, func(stop <-chan struct{}), error) {
 	// Without the CRDs the informers would retry their lists forever and
 	// the publisher would never become ready: say what is missing instead.
 	gv := mcsv1alpha1.SchemeGroupVersion.String()
 	if _, err := k.client.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
-		return nil, fmt.Errorf("publisher.clusterset is on, but the API server does not serve %s (install the MCS API CRDs: ServiceExport, ServiceImport): %w", gv, err)
+		return nil, nil, fmt.Errorf("publisher.clusterset is on, but the API server does not serve %s (install the MCS API CRDs: ServiceExport, ServiceImport): %w", gv, err)
 	}
 	f := mcsinformers.NewSharedInformerFactoryWithOptions(k.mcs, k.resync, mcsinformers.WithNamespace(ns))
 	exp := f.Multicluster().V1alpha1().ServiceExports().Informer()
@@ -228,13 +231,12 @@ func (k *Kube) startMulticluster(ns string, notify Notify, start *[]func(stop <-
 			}
 			return []string{ExportUnit(m.GetNamespace(), m.GetName())}
 		})); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	k.exports = append(k.exports, exp)
 	k.imports = append(k.imports, imp)
-	*start = append(*start, f.Start)
-	return []cache.InformerSynced{exp.HasSynced, imp.HasSynced}, nil
+	return []cache.InformerSynced{exp.HasSynced, imp.HasSynced}, f.Start, nil
 }
 
 // serviceUnits are the units a change to a service or its slices touches.
