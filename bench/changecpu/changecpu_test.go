@@ -2,10 +2,9 @@
 
 // Package changecpu measures what one changed record costs a dnsd process
 // (issue 18 item 4: at most 20 us of CPU a change, RSS at most 20 MiB at
-// 10k records): a real etcd holding RECORDS A records, a real dnsd loading
-// and watching it, and RATE single-record changes a second for DURATION
-// seconds (a put of a new record, then a delete of the oldest added, in
-// turn, so the size stays put), each its own etcd request. The CPU is the
+// 10k records): a real etcd holding RECORDS records (SHAPE: see newWorld),
+// a real dnsd loading and watching it, and RATE changes a second for
+// DURATION seconds, each its own etcd transaction. The CPU is the
 // process's CPU time (harness.ProcCPU, in nanoseconds) over the changes,
 // until dnsd has shown the last one, divided by the changes made; the idle
 // CPU (no changes) over IDLE seconds before is printed beside it, and the
@@ -34,9 +33,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/keys/kube"
 )
 
 func env(name string, def int) int {
@@ -84,6 +86,81 @@ func record(t *testing.T, i int, base byte) keys.Record {
 	return r
 }
 
+// A world is what etcd holds (records, written in batches of at most 128)
+// and the n-th change, one transaction.
+type world struct {
+	shape   string
+	records []keys.Record
+	change  func(n int) []clientv3.Op
+}
+
+// newWorld is SHAPE's world of about n records:
+//
+//   - endpoints: n A records, each its own name; a change puts a new one
+//     or deletes the one put before, in turn.
+//   - services: n/3 ClusterIP services of one port (an A, a PTR and an
+//     SRV each, in two zones, as bench/fleet's frontends hold); a change
+//     readdresses one service: its new A and PTR put, the old ones
+//     deleted, its SRV put again as it was.
+func newWorld(t *testing.T, shape string, n int) world {
+	switch shape {
+	case "", "endpoints":
+		w := world{shape: "endpoints"}
+		for i := range n {
+			w.records = append(w.records, record(t, i, 1))
+		}
+		w.change = func(c int) []clientv3.Op {
+			r := record(t, n+c/2, 2)
+			if c%2 == 0 {
+				return []clientv3.Op{clientv3.OpPut(r.Key, string(r.Value.Encode()))}
+			}
+			return []clientv3.Op{clientv3.OpDelete(r.Key)}
+		}
+		return w
+	case "services":
+		services := min(max(n/3, 1), 62_500)
+		b, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench", TTL: 5}, "cluster.local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// gen is a service's gen-th address.
+		svc := func(i, gen int) []keys.Record {
+			ip := fmt.Sprintf("10.%d.%d.%d", 100+gen%100, i/250%250, i%250+1)
+			recs, errs := b.Service(&corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("svc-%d", i)},
+				Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip},
+					Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+			}, nil)
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			return recs
+		}
+		w := world{shape: "services"}
+		for i := range services {
+			w.records = append(w.records, svc(i, 0)...)
+		}
+		w.change = func(c int) []clientv3.Op {
+			i, gen := c%services, c/services+1
+			var ops []clientv3.Op
+			put := map[string]bool{}
+			for _, r := range svc(i, gen) {
+				put[r.Key] = true
+				ops = append(ops, clientv3.OpPut(r.Key, string(r.Value.Encode())))
+			}
+			for _, r := range svc(i, gen-1) {
+				if !put[r.Key] {
+					ops = append(ops, clientv3.OpDelete(r.Key))
+				}
+			}
+			return ops
+		}
+		return w
+	}
+	t.Fatalf("SHAPE=%q: want endpoints or services", shape)
+	return world{}
+}
+
 func TestChangeCPU(t *testing.T) {
 	records := env("RECORDS", 10_000)
 	rate := env("RATE", 100)
@@ -98,20 +175,25 @@ func TestChangeCPU(t *testing.T) {
 	etcd := harness.StartEtcd(t)
 	cli := etcd.Client(t)
 	ctx := context.Background()
-	for i := 0; i < records; {
+	w := newWorld(t, os.Getenv("SHAPE"), records)
+	for i := 0; i < len(w.records); {
 		ops := make([]clientv3.Op, 0, 128)
-		for ; i < records && len(ops) < 128; i++ {
-			r := record(t, i, 1)
-			ops = append(ops, clientv3.OpPut(r.Key, string(r.Value.Encode())))
+		for ; i < len(w.records) && len(ops) < 128; i++ {
+			ops = append(ops, clientv3.OpPut(w.records[i].Key, string(w.records[i].Value.Encode())))
 		}
 		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fmt.Printf("%d records (A, %d names), %d single-record changes a second for %s, %d rounds of %d builds alternated\n\n",
-		records, records, rate, duration, rounds, len(vs))
-	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | read / write syscalls a change | context switches a change | process CPU a change |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	if w.shape == "endpoints" {
+		fmt.Printf("%d records (A, %d names), %d single-record changes a second for %s, %d rounds of %d builds alternated\n\n",
+			records, records, rate, duration, rounds, len(vs))
+	} else {
+		fmt.Printf("%d records (%d ClusterIP services: an A, a PTR and an SRV each), %d readdresses a second, each a transaction, for %s, %d rounds of %d builds alternated\n\n",
+			len(w.records), len(w.records)/3, rate, duration, rounds, len(vs))
+	}
+	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | read / write syscalls a change | context switches a change | allocated a change | collections | process CPU a change |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	next := 0 // the next change's record number
 	for round := 1; round <= rounds; round++ {
 		for _, v := range vs {
@@ -140,34 +222,23 @@ func TestChangeCPU(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 				// What the changes allocate: the allocs profile after them,
 				// less this one (go tool pprof -base).
-				if err := fetch("http://"+ops+"/debug/pprof/allocs", filepath.Join(profDir, v.name+".allocs-before")); err != nil {
+				if err := fetch("http://"+ops+"/debug/pprof/heap?gc=1", filepath.Join(profDir, v.name+".allocs-before")); err != nil {
 					t.Errorf("allocs profile: %v", err)
 				}
 			}
 			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), harness.ProcSwitches(pid)
+			alloc0, gcs0 := harness.Metric("http://"+ops, "go_memstats_alloc_bytes_total"), harness.Metric("http://"+ops, "go_gc_duration_seconds_count")
 			made, lastRev := 0, int64(0)
 			tick := time.NewTicker(time.Second / time.Duration(rate))
 			for end := time.Now().Add(duration); time.Now().Before(end); {
 				<-tick.C
-				// Even: add record next; odd: delete the one added before.
-				r := record(t, records+next/2, 2)
-				var rev int64
-				if next%2 == 0 {
-					resp, err := cli.Put(ctx, r.Key, string(r.Value.Encode()))
-					if err != nil {
-						t.Fatal(err)
-					}
-					rev = resp.Header.Revision
-				} else {
-					resp, err := cli.Delete(ctx, r.Key)
-					if err != nil {
-						t.Fatal(err)
-					}
-					rev = resp.Header.Revision
+				resp, err := cli.Txn(ctx).Then(w.change(next)...).Commit()
+				if err != nil {
+					t.Fatal(err)
 				}
 				next++
 				made++
-				lastRev = rev
+				lastRev = resp.Header.Revision
 			}
 			tick.Stop()
 			for deadline := time.Now().Add(10 * time.Second); harness.Metric("http://"+ops, "etcdns_dnsd_etcd_revision") < float64(lastRev); {
@@ -177,6 +248,9 @@ func TestChangeCPU(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			cpu := harness.ProcCPU(pid) - cpu0
+			// Read before the profiles below, which allocate and collect.
+			allocs := harness.Metric("http://"+ops, "go_memstats_alloc_bytes_total") - alloc0
+			gcs := harness.Metric("http://"+ops, "go_gc_duration_seconds_count") - gcs0
 			io1, sw1 := procIO(pid), harness.ProcSwitches(pid)
 			after := harness.ProcMemory(pid)
 			if dir := os.Getenv("SMAPS"); dir != "" && round == 1 {
@@ -186,16 +260,16 @@ func TestChangeCPU(t *testing.T) {
 				if err := <-prof; err != nil {
 					t.Errorf("profile: %v", err)
 				}
-				if err := fetch("http://"+ops+"/debug/pprof/allocs", filepath.Join(profDir, v.name+".allocs-after")); err != nil {
+				if err := fetch("http://"+ops+"/debug/pprof/heap?gc=1", filepath.Join(profDir, v.name+".allocs-after")); err != nil {
 					t.Errorf("allocs profile: %v", err)
 				}
 				copyFile(t, v.bin, filepath.Join(profDir, v.name+".bin"))
 			}
 			p.Stop()
 			per := func(a, b int64) string { return fmt.Sprintf("%.1f", float64(b-a)/float64(made)) }
-			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
+			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f B | %.0f | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
 				float64(idleCPU.Microseconds())/1000/idle.Seconds(), float64(idleSw)/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
-				per(sw0, sw1), float64(cpu.Microseconds())/float64(made))
+				per(sw0, sw1), allocs/float64(made), gcs, float64(cpu.Microseconds())/float64(made))
 		}
 	}
 	load2, _ := os.ReadFile("/proc/loadavg")

@@ -10,7 +10,8 @@
 #   PROFILE=/tmp/prof bench/changecpu/run.sh     # CPU and allocation profiles of round 1's changes
 #   SMAPS=/tmp/smaps bench/changecpu/run.sh       # round 1's /proc/<pid>/smaps, after the load and the changes
 #
-# Environment: RECORDS=10000 RATE=100 DURATION=20 IDLE=5 ROUNDS=2 REFS
+# Environment: RECORDS=10000 SHAPE=endpoints (or services: ClusterIP services
+# of an A, a PTR and an SRV, bench/fleet's world) RATE=100 DURATION=20 IDLE=5 ROUNDS=2 REFS
 # (git refs, each optionally with :K=V environment for its dnsd) PROFILE SMAPS.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
