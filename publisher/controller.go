@@ -419,11 +419,9 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		for _, r := range desired {
 			ks = append(ks, r.Key)
 		}
-		present, absent, gerr := c.o.Store.Get(ctx, ks)
-		if gerr != nil {
-			return st, gerr
+		if err := c.reread(ctx, unit, ks, c.o.Store.Get); err != nil {
+			return st, err
 		}
-		c.refresh(unit, present, absent)
 		c.log.Info("a record changed behind the publisher; re-read and retrying", "unit", unit, "attempt", attempt)
 		select {
 		case <-ctx.Done():
@@ -445,26 +443,36 @@ func (c *Controller) settle(ctx context.Context, unit string) error {
 	if len(ks) == 0 {
 		return nil
 	}
-	present, absent, err := c.o.Store.Get(ctx, ks)
-	if err != nil {
+	// Ordered: a plain read could come before such a transaction commits.
+	if err := c.reread(ctx, unit, ks, c.o.Store.GetOrdered); err != nil {
 		return err
 	}
-	c.refresh(unit, present, absent)
 	c.mu.Lock()
 	delete(c.unsure, unit) // a unit is reconciled by one worker at a time
 	c.mu.Unlock()
 	return nil
 }
 
-// refresh puts a re-read of keys into the index. A key found gone may be
-// one another unit waits for, freed by a transaction the index never saw
-// commit: that unit can have it now, as after apply.
-func (c *Controller) refresh(unit string, present []plan.KV, absent []string) {
+// reread reads keys again with get and puts what it found into the index.
+// The index is told before the read starts, so that it can tell the read
+// from a newer commit of another unit's (plan.Index.BeginRead). A key
+// found gone may be one another unit waits for, freed by a transaction the
+// index never saw commit: that unit can have it now, as after apply.
+func (c *Controller) reread(ctx context.Context, unit string, ks []string, get func(context.Context, []string) ([]plan.KV, []string, int64, error)) error {
 	c.mu.Lock()
-	c.idx.Refresh(present, absent)
+	x := c.idx
+	x.BeginRead()
+	c.mu.Unlock()
+	present, absent, rev, err := get(ctx, ks)
+	c.mu.Lock()
+	if err == nil {
+		x.Refresh(present, absent, rev)
+	}
+	x.EndRead()
 	retry, q := c.waitersOf(unit, absent), c.queue
 	c.mu.Unlock()
 	wake(q, retry)
+	return err
 }
 
 // waitersOf forgets who waits for keys, which are free now, and returns

@@ -1107,3 +1107,185 @@ func TestConvergeLostReplyFreesKeys(t *testing.T) {
 	}
 	waitDump(t, cli, w)
 }
+
+// heldRead holds the answer of the next re-read (a transaction of gets
+// only) once armed: read is closed when etcd has answered it, and the
+// answer goes back when the test closes release.
+type heldRead struct {
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (h *heldRead) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if txn, ok := req.(*pb.TxnRequest); !ok || method != "/etcdserverpb.KV/Txn" || writes(txn) || !h.armed.CompareAndSwap(true, false) {
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	err := invoke(ctx, method, req, reply, cc, opts...)
+	close(h.read)
+	<-h.release
+	return err
+}
+
+// arpaKey is the one key of w under a reverse zone but except.
+func arpaKey(t *testing.T, w map[string]string, except string) string {
+	t.Helper()
+	var out []string
+	for k := range w {
+		if strings.Contains(k, "/arpa/") && k != except {
+			out = append(out, k)
+		}
+	}
+	if len(out) != 1 {
+		t.Fatalf("reverse keys %v, want one", out)
+	}
+	return out[0]
+}
+
+// TestRefreshOlderThanADelete: a unit re-reads its keys after a guard
+// failed, and finds a PTR it wants held by another unit; that unit's
+// delete of the PTR commits, and the publisher learns of it, before the
+// re-read comes back. The re-read must not give the PTR back to its old
+// holder: the unit that wants it would wait for it forever.
+func TestRefreshOlderThanADelete(t *testing.T) {
+	cli := startEtcd(t)
+	h := &heldRead{read: make(chan struct{}), release: make(chan struct{})}
+	b, sb := headless("apps", "b"), slice("apps", "b", "b-1", "10.244.1.10")
+	kc := fake.NewClientset(b, sb)
+	p := newPub(t, intercepted(t, cli, h.intercept), "c1", kc)
+	p.start(nil)
+	wb := want(t, p.b, b, sb)
+	waitDump(t, cli, wb)
+	ptr := arpaKey(t, wb, "")
+
+	// a wants b's PTR too, and waits for it.
+	a, sa := headless("apps", "a"), slice("apps", "a", "a-1", "10.244.1.10", "10.244.1.20")
+	kc.CoreV1().Services("apps").Create(bg, a, metav1.CreateOptions{})
+	kc.DiscoveryV1().EndpointSlices("apps").Create(bg, sa, metav1.CreateOptions{})
+	w := want(t, p.b, a, sa)
+	own := arpaKey(t, w, ptr)
+	for k, v := range wb {
+		w[k] = v
+	}
+	waitDump(t, cli, w)
+
+	// Someone touches a's other PTR: a's next transaction, which deletes
+	// it, fails its guard, and a re-reads its keys, b's PTR among them.
+	v, err := keys.Decode([]byte(w[own]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.TTL = 99
+	if _, err := cli.Put(bg, own, string(v.Encode())); err != nil {
+		t.Fatal(err)
+	}
+	h.armed.Store(true)
+	sa = slice("apps", "a", "a-1", "10.244.1.10")
+	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sa, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.read:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a never re-read its keys")
+	}
+	// b lets the address go while a's re-read, which saw b's PTR, is on
+	// its way back.
+	sb = slice("apps", "b", "b-1", "10.244.1.11")
+	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's delete of the PTR to be applied", func() bool {
+		p.ctrl.mu.Lock()
+		defer p.ctrl.mu.Unlock()
+		_, held := p.ctrl.idx.HeldBy("service/apps/a")(ptr)
+		return !held
+	})
+	close(h.release)
+
+	w = want(t, p.b, a, sa)
+	for k, v := range want(t, p.b, b, sb) {
+		w[k] = v
+	}
+	waitDump(t, cli, w) // the PTR is a's now
+}
+
+// TestSettleReadsInOrder: the keys of a transaction whose reply was lost
+// are read again in a transaction with a write, which etcd orders after
+// the lost one through raft (etcdstore.Store.GetOrdered), and that write
+// changes nothing.
+func TestSettleReadsInOrder(t *testing.T) {
+	cli := startEtcd(t)
+	l := &lostReply{after: etcdUp}
+	var mu sync.Mutex
+	var lost []string      // keys of the transaction whose reply was lost
+	var settles [][]string // keys each ordered read gets
+	var problems []string
+	record := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		txn, ok := req.(*pb.TxnRequest)
+		if !ok || method != "/etcdserverpb.KV/Txn" {
+			return invoke(ctx, method, req, reply, cc, opts...)
+		}
+		var gets, dels []string
+		for _, op := range txn.Success {
+			switch r := op.Request.(type) {
+			case *pb.RequestOp_RequestRange:
+				gets = append(gets, string(r.RequestRange.Key))
+			case *pb.RequestOp_RequestPut:
+				dels = append(dels, string(r.RequestPut.Key))
+			case *pb.RequestOp_RequestDeleteRange:
+				dels = append(dels, string(r.RequestDeleteRange.Key))
+			}
+		}
+		if len(gets) == 0 {
+			if l.mode.Load() == etcdLosesReply {
+				mu.Lock()
+				lost = dels
+				mu.Unlock()
+			}
+			return l.intercept(ctx, method, req, reply, cc, invoke, opts...)
+		}
+		r, err := cli.Get(ctx, "/nothing")
+		if err != nil {
+			return err
+		}
+		before := r.Header.Revision
+		err = l.intercept(ctx, method, req, reply, cc, invoke, opts...)
+		if err == nil && len(dels) > 0 {
+			mu.Lock()
+			settles = append(settles, gets)
+			if r := reply.(*pb.TxnResponse); r.Header.Revision != before {
+				problems = append(problems, fmt.Sprintf("the ordered read moved etcd from revision %d to %d", before, r.Header.Revision))
+			}
+			if len(dels) != 1 || dels[0] != gets[0]+"\x00" {
+				problems = append(problems, fmt.Sprintf("the ordered read deletes %q", dels))
+			}
+			mu.Unlock()
+		}
+		return err
+	}
+	hl := headless("apps", "db")
+	kc := fake.NewClientset(hl, slice("apps", "db", "db-1", "10.244.1.10"))
+	p := newPub(t, intercepted(t, cli, record), "c1", kc)
+	p.start(nil)
+	waitDump(t, cli, want(t, p.b, hl, slice("apps", "db", "db-1", "10.244.1.10")))
+
+	l.mode.Store(etcdLosesReply)
+	sl := slice("apps", "db", "db-1", "10.244.1.11")
+	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the lost transaction's keys to be read again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(settles) > 0
+	})
+	waitDump(t, cli, want(t, p.b, hl, sl))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(settles) != 1 || !slices.Equal(settles[0], lost) {
+		t.Errorf("ordered reads of %q, want one of the lost transaction's keys %q", settles, lost)
+	}
+	for _, s := range problems {
+		t.Error(s)
+	}
+}

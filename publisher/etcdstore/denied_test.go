@@ -103,8 +103,17 @@ func deniedNamesTheKeyAndTheUser(t *testing.T, admin *clientv3.Client, s *Store)
 	if _, err := s.Apply(ctx, nil, ops[:1]); err != nil {
 		t.Errorf("a write to cluster-a's own prefix: %v", err)
 	}
-	_, _, err = s.Get(ctx, []string{"/skydns-a/x", "/skydns-b/y"})
+	_, _, _, err = s.Get(ctx, []string{"/skydns-a/x", "/skydns-b/y"})
 	if want := `etcd refused the read of /skydns-b/y: user "cluster-a" has no read permission there (etcd auth)`; err == nil || err.Error() != want {
 		t.Errorf("get:\n got %v\nwant %s", err, want)
+	}
+	// The ordered read writes next to the keys it reads: a grant of
+	// their prefix covers it.
+	if _, _, _, err := s.GetOrdered(ctx, []string{"/skydns-a/x"}); err != nil {
+		t.Errorf("an ordered read of cluster-a's own prefix: %v", err)
+	}
+	_, _, _, err = s.GetOrdered(ctx, []string{"/skydns-a/x", "/skydns-b/y"})
+	if want := `etcd refused the read of /skydns-b/y: user "cluster-a" has no read permission there (etcd auth)`; err == nil || err.Error() != want {
+		t.Errorf("ordered get:\n got %v\nwant %s", err, want)
 	}
 }

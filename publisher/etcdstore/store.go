@@ -317,36 +317,73 @@ func inside(cuts []string, start, end string) []string {
 	return out
 }
 
-// Get re-reads single keys, in one transaction so they are consistent.
-func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent []string, err error) {
+// Get re-reads single keys, in one transaction a hundred keys at a time so
+// that each part is consistent. rev is the revision the reads saw, the
+// oldest part's when there are several: the index must not take a read
+// for newer than it is (plan.Index.Refresh).
+func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent []string, rev int64, err error) {
+	return s.get(ctx, ks, false)
+}
+
+// GetOrdered is Get ordered after every transaction the member it goes to
+// took before it, as the keys of a transaction whose outcome was lost must
+// be read: the client gave up on it, but etcd may still hold it, proposed
+// and not committed, and commit it after a plain read, which waits only
+// for what was committed when it arrived. Each part is a transaction with
+// a write (the delete of a key next to its first key, only while that key
+// does not exist), which etcd applies in raft log order: its reads come
+// after that transaction, which commits before it or never. Deleting
+// nothing makes no revision and no event. A transaction held up in another
+// member (Failover moved on from it) is not covered.
+func (s *Store) GetOrdered(ctx context.Context, ks []string) (present []plan.KV, absent []string, rev int64, err error) {
+	return s.get(ctx, ks, true)
+}
+
+func (s *Store) get(ctx context.Context, ks []string, ordered bool) (present []plan.KV, absent []string, rev int64, err error) {
 	const chunk = 100
 	for i := 0; i < len(ks); i += chunk {
 		part := ks[i:min(i+chunk, len(ks))]
-		ops := make([]clientv3.Op, len(part))
+		gets := make([]clientv3.Op, len(part))
 		for j, k := range part {
-			ops[j] = clientv3.OpGet(k)
+			gets[j] = clientv3.OpGet(k)
+		}
+		txn := func(t clientv3.Txn) clientv3.Txn { return t.Then(gets...) }
+		var writes []string
+		if ordered {
+			// Under the first key's prefix, which the publisher's role
+			// may write; the guard keeps it from deleting a key that
+			// someone did put there.
+			probe := part[0] + "\x00"
+			writes = []string{probe}
+			txn = func(t clientv3.Txn) clientv3.Txn {
+				return t.If(clientv3.Compare(clientv3.CreateRevision(probe), "=", 0)).
+					Then(append(slices.Clip(gets), clientv3.OpDelete(probe))...).Else(gets...)
+			}
 		}
 		var resp *clientv3.TxnResponse
 		err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
-			resp, err = cli.Txn(ctx).Then(ops...).Commit()
+			resp, err = txn(cli.Txn(ctx)).Commit()
 			return err
 		})
 		if etcdclient.IsDenied(err) {
-			return nil, nil, etcdclient.Denied(ctx, s.Client, s.User, nil, part)
+			return nil, nil, 0, etcdclient.Denied(ctx, s.Client, s.User, writes, append(slices.Clip(writes), part...))
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
-		for j, r := range resp.Responses {
-			kvs := r.GetResponseRange().Kvs
+		if rev == 0 || resp.Header.Revision < rev {
+			rev = resp.Header.Revision
+		}
+		for j, k := range part {
+			kvs := resp.Responses[j].GetResponseRange().Kvs
 			if len(kvs) == 0 {
-				absent = append(absent, part[j])
+				absent = append(absent, k)
 				continue
 			}
 			present = append(present, plan.KV{Key: string(kvs[0].Key), Value: kvs[0].Value, ModRev: kvs[0].ModRevision})
 		}
 	}
-	return present, absent, nil
+	return present, absent, rev, nil
 }
 
 // Apply commits ops in one transaction, each guarded by the revision the

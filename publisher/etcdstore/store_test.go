@@ -85,9 +85,9 @@ func TestApplyGuardsAndFence(t *testing.T) {
 	if _, err := s.Apply(ctx, fence, []plan.Op{{Kind: plan.Put, Key: "/c", Value: []byte("1")}}); err != nil {
 		t.Fatal(err)
 	}
-	present, absent, err := s.Get(ctx, []string{"/c", "/a"})
-	if err != nil || len(present) != 1 || present[0].Key != "/c" || len(absent) != 1 || absent[0] != "/a" {
-		t.Fatalf("get: %v %v %v", present, absent, err)
+	present, absent, grev, err := s.Get(ctx, []string{"/c", "/a"})
+	if err != nil || len(present) != 1 || present[0].Key != "/c" || len(absent) != 1 || absent[0] != "/a" || grev < present[0].ModRev {
+		t.Fatalf("get: %v %v at %d: %v", present, absent, grev, err)
 	}
 }
 
@@ -118,7 +118,7 @@ func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 	if d := time.Since(start); d >= 2*writeTimeout {
 		t.Errorf("the write committed %v after it was first sent, want less than two write timeouts (%v)", d, 2*writeTimeout)
 	}
-	if present, absent, err := s.Get(ctx, []string{"/skydns/local/cluster/a", "/skydns/local/cluster/b"}); err != nil || len(present) != 1 || len(absent) != 1 {
+	if present, absent, _, err := s.Get(ctx, []string{"/skydns/local/cluster/a", "/skydns/local/cluster/b"}); err != nil || len(present) != 1 || len(absent) != 1 {
 		t.Fatalf("get: %v %v %v", present, absent, err)
 	}
 	kvs, _, err := s.Load(ctx, []string{"/skydns/local/cluster/"})
@@ -261,5 +261,85 @@ func TestTxnRequestIsClientv3s(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: txnRequest differs from clientv3's:\n got %v\nwant %v", tc.name, txnRequest(tc.fence, ops), tc.want)
 		}
+	}
+}
+
+// TestGetOrderedWritesNothing: GetOrdered reads as Get does, in
+// transactions with a delete, so that etcd orders them through raft, and
+// the delete changes nothing: no key goes, not even one at the probe, and
+// the revision stays.
+func TestGetOrderedWritesNothing(t *testing.T) {
+	cli := start(t)
+	ctx := context.Background()
+	var ks []string
+	for i := range 150 { // two transactions
+		k := fmt.Sprintf("/skydns/local/cluster/k%03d", i)
+		ks = append(ks, k)
+		if i%2 == 0 {
+			if _, err := cli.Put(ctx, k, "v"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := cli.Put(ctx, ks[0]+"\x00", "someone's"); err != nil { // the first probe
+		t.Fatal(err)
+	}
+	var txns []*pb.TxnRequest
+	var resps []*pb.TxnResponse
+	c := testetcd.Intercepted(t, cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		if txn, ok := req.(*pb.TxnRequest); ok && err == nil {
+			txns, resps = append(txns, txn), append(resps, reply.(*pb.TxnResponse))
+		}
+		return err
+	})
+	before, err := cli.Get(ctx, "/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Store{Client: c}
+	present, absent, rev, err := s.GetOrdered(ctx, ks)
+	if err != nil || len(present) != 75 || len(absent) != 75 || present[0].Key != ks[0] || absent[0] != ks[1] {
+		t.Fatalf("GetOrdered: %d present, %d absent: %v", len(present), len(absent), err)
+	}
+	if rev != before.Header.Revision {
+		t.Errorf("read at %d, etcd was at %d", rev, before.Header.Revision)
+	}
+	after, err := cli.Get(ctx, "/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Header.Revision != before.Header.Revision || len(after.Kvs) != len(before.Kvs) {
+		t.Errorf("etcd went from revision %d with %d keys to %d with %d", before.Header.Revision, len(before.Kvs), after.Header.Revision, len(after.Kvs))
+	}
+	if len(txns) != 2 {
+		t.Fatalf("%d transactions, want 2", len(txns))
+	}
+	for i, txn := range txns {
+		part := ks[100*i : min(100*(i+1), len(ks))]
+		var gets []string
+		var dels int
+		for _, op := range txn.Success {
+			switch r := op.Request.(type) {
+			case *pb.RequestOp_RequestRange:
+				gets = append(gets, string(r.RequestRange.Key))
+			case *pb.RequestOp_RequestDeleteRange:
+				dels++
+				if k := string(r.RequestDeleteRange.Key); k != part[0]+"\x00" || r.RequestDeleteRange.RangeEnd != nil {
+					t.Errorf("transaction %d deletes %q to %q", i, k, r.RequestDeleteRange.RangeEnd)
+				}
+			}
+		}
+		if !slices.Equal(gets, part) || dels != 1 {
+			t.Errorf("transaction %d gets %d keys of its %d and deletes %d: not ordered through raft", i, len(gets), len(part), dels)
+		}
+		for _, r := range resps[i].Responses {
+			if d := r.GetResponseDeleteRange(); d != nil && d.Deleted != 0 {
+				t.Errorf("transaction %d deleted %d keys", i, d.Deleted)
+			}
+		}
+	}
+	if resps[0].Succeeded {
+		t.Error("the first probe exists, and its delete ran")
 	}
 }

@@ -37,6 +37,11 @@ type Index struct {
 	buf     []byte            // for hashAt
 	n       int               // keys owned
 	foreign map[string]string // key -> "cluster source", for keys we do not own
+	// reads counts the re-reads in flight (BeginRead); while there are
+	// any, gone holds when each key was last found deleted, since a
+	// deleted key has no entry to say so (Refresh). Nil otherwise.
+	reads int
+	gone  map[string]int64
 }
 
 // unit is the keys one source owns. A removed key leaves a hole (n 0: no
@@ -452,9 +457,43 @@ func (x *Index) Applied(source string, ops []Op, rev int64) (freed []string) {
 			continue
 		}
 		x.remove(o.Key)
+		x.bury(o.Key, rev)
 		freed = append(freed, o.Key)
 	}
 	return freed
+}
+
+// BeginRead tells the index that a re-read for Refresh is about to start,
+// so that until EndRead it remembers the deletes it learns of: the read
+// may be answered at a revision before one of them, and then still show
+// the key.
+func (x *Index) BeginRead() { x.reads++ }
+
+// EndRead ends what BeginRead began. With no re-read in flight no read can
+// be older than a delete the index knows of, and the deletes are forgotten.
+func (x *Index) EndRead() {
+	if x.reads--; x.reads == 0 {
+		x.gone = nil
+	}
+}
+
+// bury remembers that key was gone at rev, while a re-read is in flight.
+func (x *Index) bury(key string, rev int64) {
+	if x.reads == 0 {
+		return
+	}
+	if x.gone == nil {
+		x.gone = map[string]int64{}
+	}
+	x.gone[key] = max(x.gone[key], rev)
+}
+
+// newer reports whether the index learned of key from a commit after rev.
+func (x *Index) newer(key string, rev int64) bool {
+	if l, ok := x.find(key); ok {
+		return x.units[l.unit].slots[l.slot].e.ModRev > rev
+	}
+	return x.gone[key] > rev
 }
 
 func (x *Index) remove(key string) {
@@ -519,13 +558,24 @@ func (x *Index) compact(id int32) {
 	}
 }
 
-// Refresh replaces what the index knows about keys with a fresh read, after
-// a guard failed: present holds the keys that exist now, absent are gone.
-func (x *Index) Refresh(present []KV, absent []string) {
+// Refresh replaces what the index knows about keys with a re-read at
+// revision rev (see BeginRead): present holds the keys that existed then,
+// absent those that did not. A key the index learned of from a commit
+// after rev keeps what the index has: another unit's transaction committed
+// while the read was on its way, and the read would bring back a key it
+// deleted, which a unit waiting for the key then waits for forever, or
+// forget one it wrote, which is then never deleted.
+func (x *Index) Refresh(present []KV, absent []string, rev int64) {
 	for _, k := range absent {
-		x.remove(k)
+		if !x.newer(k, rev) {
+			x.remove(k)
+			x.bury(k, rev)
+		}
 	}
 	for _, kv := range present {
+		if x.newer(kv.Key, rev) {
+			continue
+		}
 		x.remove(kv.Key)
 		v, err := keys.Decode(kv.Value)
 		switch {

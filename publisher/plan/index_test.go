@@ -73,7 +73,7 @@ func TestIndexModel(t *testing.T) {
 				}
 				if rng.IntN(50) == 0 { // another cluster takes a key
 					k := key()
-					x.Refresh([]KV{{Key: k, Value: []byte(`{"host":"10.9.9.9","cluster":"c2","source":"service/z/z"}`), ModRev: rev}}, nil)
+					x.Refresh([]KV{{Key: k, Value: []byte(`{"host":"10.9.9.9","cluster":"c2","source":"service/z/z"}`), ModRev: rev}}, nil, rev)
 					drop(k)
 				}
 				if x.Len() != len(owner) {
@@ -135,4 +135,86 @@ func TestLoadKeyReadTwice(t *testing.T) {
 	if _, held := x.HeldBy("service/b/t")("/skydns/arpa/x/k1"); held || x.Len() != 1 {
 		t.Fatalf("k1 still held after its delete, or Len %d != 1", x.Len())
 	}
+}
+
+// TestRefreshOlderThanACommit: a re-read answered before another unit's
+// transaction committed must not undo what the index learned from that
+// commit, in either direction; a read newer than what the index knows
+// replaces it as before.
+func TestRefreshOlderThanACommit(t *testing.T) {
+	const k = "/skydns/arpa/in-addr/10/244/1/10"
+	b := keys.Value{Host: "b.apps.svc.cluster.local", Cluster: "c1", Source: "service/apps/b"}.Encode()
+	a := keys.Value{Host: "a.apps.svc.cluster.local", Cluster: "c1", Source: "service/apps/a"}.Encode()
+	held := func(x *Index) (string, bool) { return x.HeldBy("service/apps/a")(k) }
+
+	t.Run("present before a delete", func(t *testing.T) {
+		x, _ := Load("c1", []KV{{Key: k, Value: b, ModRev: 5}})
+		x.BeginRead()
+		// The read sees b's key at 6; b deletes it at 7, applied first.
+		x.Applied("service/apps/b", []Op{{Kind: Delete, Key: k, ModRev: 5}}, 7)
+		x.Refresh([]KV{{Key: k, Value: b, ModRev: 5}}, nil, 6)
+		x.EndRead()
+		if o, ok := held(x); ok {
+			t.Fatalf("a read older than the delete brought the key back, held by %q", o)
+		}
+	})
+	t.Run("absent before a put", func(t *testing.T) {
+		x := NewIndex("c1")
+		x.BeginRead()
+		x.Applied("service/apps/a", []Op{{Kind: Put, Key: k, Value: a}}, 7)
+		x.Refresh(nil, []string{k}, 6)
+		x.EndRead()
+		if e, ok := x.Owned("service/apps/a")[k]; !ok || e.ModRev != 7 {
+			t.Fatalf("a read older than the put forgot the key: %v %v", e, ok)
+		}
+	})
+	t.Run("present before another read's absence", func(t *testing.T) {
+		x, _ := Load("c1", []KV{{Key: k, Value: b, ModRev: 5}})
+		x.BeginRead()
+		x.BeginRead()
+		x.Refresh(nil, []string{k}, 8)
+		x.EndRead()
+		x.Refresh([]KV{{Key: k, Value: b, ModRev: 5}}, nil, 6)
+		x.EndRead()
+		if o, ok := held(x); ok {
+			t.Fatalf("the older of two reads won, held by %q", o)
+		}
+	})
+	t.Run("tombstones only while reading", func(t *testing.T) {
+		x, _ := Load("c1", []KV{{Key: k, Value: b, ModRev: 5}, {Key: k + "/x", Value: b, ModRev: 5}})
+		x.Applied("service/apps/b", []Op{{Kind: Delete, Key: k + "/x"}}, 6)
+		if len(x.gone) != 0 {
+			t.Fatalf("a delete with no read in flight kept %v", x.gone)
+		}
+		x.BeginRead()
+		x.BeginRead()
+		x.Applied("service/apps/b", []Op{{Kind: Delete, Key: k}}, 7)
+		x.EndRead()
+		if x.gone[k] != 7 {
+			t.Fatalf("the delete was forgotten with a read still in flight: %v", x.gone)
+		}
+		x.EndRead()
+		if x.gone != nil {
+			t.Fatalf("no read in flight, and the index still keeps %v", x.gone)
+		}
+	})
+	t.Run("newer read", func(t *testing.T) {
+		other := keys.Value{Host: "10.9.9.9", Cluster: "c2", Source: "service/z/z"}.Encode()
+		x, _ := Load("c1", []KV{{Key: k, Value: b, ModRev: 5}, {Key: k + "/1", Value: a, ModRev: 5}, {Key: k + "/2", Value: a, ModRev: 5}})
+		x.BeginRead()
+		x.Applied("service/apps/b", []Op{{Kind: Delete, Key: k}}, 7)
+		// Made again at 9 by another cluster, read at 10: the read wins,
+		// as over keys it changed (/1) or found gone (/2).
+		x.Refresh([]KV{{Key: k, Value: other, ModRev: 9}, {Key: k + "/1", Value: b, ModRev: 8}}, []string{k + "/2"}, 10)
+		x.EndRead()
+		if o, ok := held(x); !ok || o != "c2 service/z/z" {
+			t.Fatalf("the newer read's key is held by %q %v", o, ok)
+		}
+		if got := x.Owned("service/apps/b"); len(got) != 1 || got[k+"/1"].ModRev != 8 {
+			t.Fatalf("b owns %v", got)
+		}
+		if got := x.Owned("service/apps/a"); len(got) != 0 {
+			t.Fatalf("a owns %v", got)
+		}
+	})
 }

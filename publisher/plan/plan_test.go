@@ -158,7 +158,7 @@ func TestIndex(t *testing.T) {
 	if !reflect.DeepEqual(freed, []string{a.Key}) || x.Owned("service/default/a")["/k"].ModRev != 10 || x.Len() != 1 {
 		t.Fatalf("applied: freed %v owned %v", freed, x.Owned("service/default/a"))
 	}
-	x.Refresh([]KV{{Key: "/k", Value: other.Encode(), ModRev: 11}}, nil)
+	x.Refresh([]KV{{Key: "/k", Value: other.Encode(), ModRev: 11}}, nil, 11)
 	if len(x.Sources()) != 0 {
 		t.Fatal("a key taken over by another cluster is still ours")
 	}
