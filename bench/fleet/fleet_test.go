@@ -672,6 +672,9 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		t.Fatal(err)
 	}
 
+	// Restarts by the storm's end, so that the row tells them from those
+	// while probed, which delay answers.
+	stormRestarts, stormRead := restartCounts(fes)
 	etcdCPU, proxyCPU := cpuSince(members, nil), cpuSince(proxyProcs(pxs), nil)
 	fcpu0 := make([]time.Duration, n)
 	for i, f := range fes {
@@ -765,7 +768,8 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 		watchers += harness.Metric(e, "etcd_debugging_mvcc_watcher_total")
 	}
 
-	restarts := watchRestarts(fes)
+	total, read := restartCounts(fes)
+	restarts := fmt.Sprintf("in the storm: %s; while probed: %s", restartsText(stormRestarts, nil, stormRead, n), restartsText(total, stormRestarts, read, n))
 
 	var rss, anon []float64
 	for _, f := range fes {
@@ -972,10 +976,15 @@ const metricsTime = 20 * time.Second
 // in the row. Frontends that did not answer in time, or were not asked
 // before metricsTime ran out, are counted as unread.
 func watchRestarts(fes []frontend) string {
+	total, read := restartCounts(fes)
+	return restartsText(total, nil, read, len(fes))
+}
+
+// restartCounts is watchRestarts' sums, and how many frontends were read.
+func restartCounts(fes []frontend) (total map[string]float64, read int) {
 	const name = "etcdns_dnsd_watch_restarts_total{reason=\""
 	var mu sync.Mutex
-	total := map[string]float64{}
-	read := 0
+	total = map[string]float64{}
 	askMany(fes, 64, time.Now().Add(metricsTime), func(_ int, fe frontend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -1012,18 +1021,24 @@ func watchRestarts(fes []frontend) string {
 			total[r] += n
 		}
 	})
+	return total, read
+}
+
+// restartsText is total less before (nil: nothing), by reason, of n
+// frontends of which read were read.
+func restartsText(total, before map[string]float64, read, n int) string {
 	var out []string
 	for _, r := range slices.Sorted(maps.Keys(total)) {
-		if total[r] > 0 {
-			out = append(out, fmt.Sprintf("%s %.0f", r, total[r]))
+		if d := total[r] - before[r]; d > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f", r, d))
 		}
 	}
 	if len(out) == 0 {
 		out = append(out, "none")
 	}
 	sum := strings.Join(out, ", ")
-	if read < len(fes) {
-		sum += fmt.Sprintf(" (%d unread)", len(fes)-read)
+	if read < n {
+		sum += fmt.Sprintf(" (%d unread)", n-read)
 	}
 	return sum
 }
