@@ -72,7 +72,11 @@ func IsID(s string) bool {
 // the alphabet is in ASCII order and every id is idLen long.
 type PackedID [idLen * 5 / 8]byte
 
-// PackID packs s, and reports false when s is not an id made by ID.
+// PackID packs s, and reports false when s is not an id made by ID, and
+// for the id of ten zero bytes: the zero PackedID is none, so a reader
+// tells a packed id from an id kept as text without a flag of its own.
+// ID makes that one with a chance of one in 2^80, and it is then kept as
+// text, as a hand-written key's is.
 func PackID(s string) (PackedID, bool) {
 	var p PackedID
 	if len(s) != idLen {
@@ -97,7 +101,7 @@ func PackID(s string) (PackedID, bool) {
 	for i := range 8 {
 		p[2+i] = byte(lo >> (56 - 8*i))
 	}
-	return p, true
+	return p, p != PackedID{}
 }
 
 // String returns the id's text.

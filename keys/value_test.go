@@ -157,7 +157,7 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestPackID(t *testing.T) {
-	ids := []string{"0000000000000000", "vvvvvvvvvvvvvvvv", "0123456789abcdef", "ghijklmnopqrstuv"}
+	ids := []string{"0000000000000001", "vvvvvvvvvvvvvvvv", "0123456789abcdef", "ghijklmnopqrstuv"}
 	for i := range 50 {
 		ids = append(ids, ID(1, Value{Host: fmt.Sprintf("10.0.0.%d", i)}))
 	}
@@ -185,6 +185,10 @@ func TestPackID(t *testing.T) {
 		if _, ok := PackID(s); ok {
 			t.Errorf("PackID(%q) packed a string that is no id", s)
 		}
+	}
+	// The zero PackedID is none (snap.Entry tells a packed id by it).
+	if _, ok := PackID("0000000000000000"); ok {
+		t.Error("PackID packed the id of ten zero bytes")
 	}
 }
 
