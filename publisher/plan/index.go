@@ -78,6 +78,17 @@ func (u *unit) keyIs(s slot, key string) bool {
 	return uint32(len(key)) == cp+n && string(u.base[:cp]) == key[:cp] && string(u.keys[s.off:s.off+n]) == key[cp:]
 }
 
+// at reports whether key is in the first slot from i on that holds one,
+// and which slot that is.
+func (u *unit) at(i int, key string) (int, bool) {
+	for ; i < len(u.slots); i++ {
+		if u.slots[i].n > 0 {
+			return i, u.keyIs(u.slots[i], key)
+		}
+	}
+	return 0, false
+}
+
 // key is the key s holds.
 func (u *unit) key(s slot) string {
 	cp, n := s.lens()
@@ -629,9 +640,25 @@ func (x *Index) Diff(source string, want []Want) Result {
 		u = &x.units[id]
 		wanted = make([]bool, len(u.slots))
 	}
+	// A unit's keys are mostly in their slots in key order, as want is
+	// (a transaction's puts are, and a load's pages), so the slot after
+	// the last one matched is tried before the table: at a million keys a
+	// lookup in the table is a cache miss or two, and the unit's slots and
+	// bytes lie together.
+	next := 0
 	for _, w := range want {
-		if l, found := x.find(w.Key); found {
+		l, found := loc{}, false
+		if ok {
+			if s, hit := u.at(next, w.Key); hit {
+				l, found = loc{unit: uint32(id), slot: uint32(s)}, true
+			}
+		}
+		if !found {
+			l, found = x.find(w.Key)
+		}
+		if found {
 			if ok && l.unit == uint32(id) {
+				next = int(l.slot) + 1
 				wanted[l.slot] = true
 				e := u.slots[l.slot].e
 				if e.Sum == w.Sum {
