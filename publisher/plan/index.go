@@ -78,15 +78,12 @@ func (u *unit) keyIs(s slot, key string) bool {
 	return uint32(len(key)) == cp+n && string(u.base[:cp]) == key[:cp] && string(u.keys[s.off:s.off+n]) == key[cp:]
 }
 
-// at reports whether key is in the first slot from i on that holds one,
-// and which slot that is.
-func (u *unit) at(i int, key string) (int, bool) {
-	for ; i < len(u.slots); i++ {
-		if u.slots[i].n > 0 {
-			return i, u.keyIs(u.slots[i], key)
-		}
+// held is the first slot from i on that holds a key; len(u.slots): none.
+func (u *unit) held(i int) int {
+	for i < len(u.slots) && u.slots[i].n == 0 {
+		i++
 	}
-	return 0, false
+	return i
 }
 
 // key is the key s holds.
@@ -649,8 +646,9 @@ func (x *Index) Diff(source string, want []Want) Result {
 	for _, w := range want {
 		l, found := loc{}, false
 		if ok {
-			if s, hit := u.at(next, w.Key); hit {
-				l, found = loc{unit: uint32(id), slot: uint32(s)}, true
+			// Holes are skipped once, not again for each key that misses.
+			if next = u.held(next); next < len(u.slots) && u.keyIs(u.slots[next], w.Key) {
+				l, found = loc{unit: uint32(id), slot: uint32(next)}, true
 			}
 		}
 		if !found {
