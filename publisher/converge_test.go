@@ -1042,6 +1042,27 @@ func (l *lostReply) intercept(ctx context.Context, method string, req, reply any
 	return invoke(ctx, method, req, reply, cc, opts...)
 }
 
+// startDB starts a publisher, through icpt, of the headless service
+// apps/db with one endpoint at 10.244.1.10, and waits for its records.
+func startDB(t *testing.T, cli *clientv3.Client, icpt grpc.UnaryClientInterceptor) (*pub, *fake.Clientset, *corev1.Service) {
+	t.Helper()
+	hl := headless("apps", "db")
+	kc := fake.NewClientset(hl, slice("apps", "db", "db-1", "10.244.1.10"))
+	p := newPub(t, intercepted(t, cli, icpt), "c1", kc)
+	p.start(nil)
+	waitDump(t, cli, want(t, p.b, hl, slice("apps", "db", "db-1", "10.244.1.10")))
+	return p, kc, hl
+}
+
+// updateSlice writes sl over the slice of its name, and returns it.
+func updateSlice(t *testing.T, kc *fake.Clientset, sl *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	t.Helper()
+	if _, err := kc.DiscoveryV1().EndpointSlices(sl.Namespace).Update(bg, sl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return sl
+}
+
 // TestConvergeLostReplyLeavesNothingStale is what seed 3 first found, made
 // deterministic: records a transaction wrote though the publisher was
 // told it failed are the unit's all the same, and go when the unit no
@@ -1049,23 +1070,12 @@ func (l *lostReply) intercept(ctx context.Context, method string, req, reply any
 func TestConvergeLostReplyLeavesNothingStale(t *testing.T) {
 	cli := startEtcd(t)
 	l := &lostReply{after: etcdDown}
-	hl := headless("apps", "db")
-	kc := fake.NewClientset(hl, slice("apps", "db", "db-1", "10.244.1.10"))
-	p := newPub(t, intercepted(t, cli, l.intercept), "c1", kc)
-	p.start(nil)
-	waitDump(t, cli, want(t, p.b, hl, slice("apps", "db", "db-1", "10.244.1.10")))
-
+	p, kc, hl := startDB(t, cli, l.intercept)
 	l.mode.Store(etcdLosesReply)
-	sl := slice("apps", "db", "db-1", "10.244.1.11")
-	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	sl := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.11"))
 	waitDump(t, cli, want(t, p.b, hl, sl)) // in etcd, unknown to the publisher
 	// The endpoint changes again before any retry gets through.
-	sl = slice("apps", "db", "db-1", "10.244.1.12")
-	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	sl = updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.12"))
 	waitFor(t, "the informer to see 10.244.1.12", func() bool {
 		s := p.src.Slices("apps", "db")
 		return len(s) == 1 && s[0].Endpoints[0].Addresses[0] == "10.244.1.12"
@@ -1097,10 +1107,7 @@ func TestConvergeLostReplyFreesKeys(t *testing.T) {
 	waitDump(t, cli, both)
 
 	l.mode.Store(etcdLosesReply)
-	sa = slice("apps", "a", "a-1", "10.244.1.11")
-	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sa, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	sa = updateSlice(t, kc, slice("apps", "a", "a-1", "10.244.1.11"))
 	w := want(t, p.b, a, sa)
 	for k, v := range want(t, p.b, b, sb) {
 		w[k] = v
@@ -1179,10 +1186,7 @@ func TestRefreshOlderThanADelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.armed.Store(true)
-	sa = slice("apps", "a", "a-1", "10.244.1.10")
-	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sa, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	sa = updateSlice(t, kc, slice("apps", "a", "a-1", "10.244.1.10"))
 	select {
 	case <-h.read:
 	case <-time.After(20 * time.Second):
@@ -1190,10 +1194,7 @@ func TestRefreshOlderThanADelete(t *testing.T) {
 	}
 	// b lets the address go while a's re-read, which saw b's PTR, is on
 	// its way back.
-	sb = slice("apps", "b", "b-1", "10.244.1.11")
-	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sb, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	sb = updateSlice(t, kc, slice("apps", "b", "b-1", "10.244.1.11"))
 	waitFor(t, "b's delete of the PTR to be applied", func() bool {
 		p.ctrl.mu.Lock()
 		defer p.ctrl.mu.Unlock()
@@ -1263,17 +1264,9 @@ func TestSettleReadsInOrder(t *testing.T) {
 		}
 		return err
 	}
-	hl := headless("apps", "db")
-	kc := fake.NewClientset(hl, slice("apps", "db", "db-1", "10.244.1.10"))
-	p := newPub(t, intercepted(t, cli, record), "c1", kc)
-	p.start(nil)
-	waitDump(t, cli, want(t, p.b, hl, slice("apps", "db", "db-1", "10.244.1.10")))
-
+	p, kc, hl := startDB(t, cli, record)
 	l.mode.Store(etcdLosesReply)
-	sl := slice("apps", "db", "db-1", "10.244.1.11")
-	if _, err := kc.DiscoveryV1().EndpointSlices("apps").Update(bg, sl, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	sl := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.11"))
 	waitFor(t, "the lost transaction's keys to be read again", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
