@@ -35,6 +35,15 @@ func TestPublisherLeaseOutlivesAFrozenMember(t *testing.T) {
 		"--publisher.metrics-listen=" + strings.TrimPrefix(metrics, "http://"),
 	}, nil, func() error { return harness.HTTPOK(metrics + "/readyz") })
 	cli := c.Members[l].Client(t)
+	// /readyz answers once the source has synced, which may be before
+	// the campaign has put its key: a standby is ready too.
+	waitFor(t, 10*time.Second, func() error {
+		resp, err := cli.Get(context.Background(), elect.Key("it"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil && resp.Count == 0 {
+			err = fmt.Errorf("no election key under %s yet", elect.Key("it"))
+		}
+		return err
+	})
 	term := func() (string, int64, clientv3.LeaseID) {
 		resp, err := cli.Get(context.Background(), elect.Key("it"), clientv3.WithPrefix())
 		if err != nil || len(resp.Kvs) != 1 {
