@@ -11,11 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/plan"
 	"github.com/etcdns/etcdns/publisher/source"
@@ -49,12 +49,19 @@ type Controller struct {
 	idx     *plan.Index
 	pending map[string]time.Time       // unit -> first unprocessed change
 	waiting map[string]map[string]bool // key held by someone else -> units that want it
-	unsure  map[string][]string        // unit -> keys of its transactions that may have committed
+	unsure  map[string]unsure          // unit -> its transactions that may have committed
 	queue   workqueue.TypedRateLimitingInterface[string]
 
 	synced     atomic.Bool // the source's initial state is loaded
 	leading    atomic.Bool
 	reconciled atomic.Bool // the first full reconcile of this term is done
+}
+
+// unsure is what a unit's failed transactions may have written: their keys,
+// and the newest fence epoch one of them carried (elect.Term.Fence).
+type unsure struct {
+	keys  []string
+	epoch int64
 }
 
 func NewController(o Options) *Controller {
@@ -108,11 +115,12 @@ func (c *Controller) Leading() bool { return c.leading.Load() && c.reconciled.Lo
 
 // Lead writes while ctx lives: it loads what this cluster owns, reconciles
 // every unit (including orphans: owned sources without an object), then
-// follows changes. fence is added to every transaction; it returns
+// follows changes. term's fence is added to every transaction (none when
+// term is nil: a single writer); it returns
 // etcdstore.ErrFenced as soon as a transaction shows leadership was lost,
 // and an etcdclient.DeniedError as soon as etcd's auth refuses a request:
 // a missing grant is no failure of one unit that a retry could fix.
-func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
+func (c *Controller) Lead(ctx context.Context, term *elect.Term) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c.leading.Store(true)
@@ -127,7 +135,7 @@ func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, 30*time.Second),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "publisher"})
 	c.mu.Lock()
-	c.queue, c.pending, c.waiting, c.unsure = q, map[string]time.Time{}, map[string]map[string]bool{}, map[string][]string{}
+	c.queue, c.pending, c.waiting, c.unsure = q, map[string]time.Time{}, map[string]map[string]bool{}, map[string]unsure{}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -139,7 +147,7 @@ func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 	if err := c.load(ctx); err != nil {
 		return err
 	}
-	if err := c.FullSync(ctx, fence); err != nil {
+	if err := c.FullSync(ctx, term); err != nil {
 		return err
 	}
 	c.reconciled.Store(true)
@@ -149,7 +157,7 @@ func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for c.work(ctx, q, fence, cancel) {
+			for c.work(ctx, q, term, cancel) {
 			}
 		}()
 	}
@@ -162,13 +170,13 @@ func (c *Controller) Lead(ctx context.Context, fence []clientv3.Cmp) error {
 	return nil
 }
 
-func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], fence []clientv3.Cmp, stop context.CancelCauseFunc) bool {
+func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], term *elect.Term, stop context.CancelCauseFunc) bool {
 	unit, quit := q.Get()
 	if quit {
 		return false
 	}
 	defer q.Done(unit)
-	err := c.Reconcile(ctx, unit, fence)
+	err := c.Reconcile(ctx, unit, term)
 	switch {
 	case err == nil:
 		q.Forget(unit)
@@ -226,7 +234,7 @@ func (c *Controller) cuts() []string {
 
 // FullSync reconciles every unit the source knows and every unit that owns
 // records, with progress logged every few seconds on a large sync.
-func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
+func (c *Controller) FullSync(ctx context.Context, term *elect.Term) error {
 	start := time.Now()
 	set := map[string]bool{}
 	for _, u := range Units(c.o.Zones, c.o.Source) {
@@ -258,7 +266,7 @@ func (c *Controller) FullSync(ctx context.Context, fence []clientv3.Cmp) error {
 		go func() {
 			defer wg.Done()
 			for u := range work {
-				st, err := c.reconcile(ctx, u, fence)
+				st, err := c.reconcile(ctx, u, term)
 				switch {
 				case err == nil:
 				case etcdclient.IsDenied(err):
@@ -345,8 +353,8 @@ func (c *Controller) requeue(unit string) {
 }
 
 // Reconcile brings one unit's records in etcd to what its objects want now.
-func (c *Controller) Reconcile(ctx context.Context, unit string, fence []clientv3.Cmp) error {
-	_, err := c.reconcile(ctx, unit, fence)
+func (c *Controller) Reconcile(ctx context.Context, unit string, term *elect.Term) error {
+	_, err := c.reconcile(ctx, unit, term)
 	return err
 }
 
@@ -354,7 +362,7 @@ type unitStats struct{ records, ops int }
 
 const maxAttempts = 5
 
-func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv3.Cmp) (unitStats, error) {
+func (c *Controller) reconcile(ctx context.Context, unit string, term *elect.Term) (unitStats, error) {
 	c.mu.Lock()
 	seen, hasSeen := c.pending[unit]
 	delete(c.pending, unit)
@@ -370,7 +378,7 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		c.log.Warn("skipped invalid parts of an object", "unit", unit, "problems", errors.Join(problems...).Error())
 	}
 	st.records = len(desired)
-	if err := c.settle(ctx, unit); err != nil {
+	if err := c.settle(ctx, unit, term); err != nil {
 		return st, err
 	}
 	// Encoded before the lock: 16 workers share the index.
@@ -395,7 +403,7 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 		if len(res.Ops) == 0 {
 			return st, nil
 		}
-		err := c.apply(ctx, unit, res.Ops, fence)
+		err := c.apply(ctx, unit, res.Ops, term)
 		if err == nil {
 			st.ops = len(res.Ops)
 			if hasSeen {
@@ -436,15 +444,26 @@ func (c *Controller) reconcile(ctx context.Context, unit string, fence []clientv
 // saying whether they committed (a timeout, a lost reply): what they wrote
 // is the unit's all the same, and a record the index does not know of is
 // never deleted, however the unit changes.
-func (c *Controller) settle(ctx context.Context, unit string) error {
+//
+// Such a transaction may also be held still, and commit after the read:
+// then it would bring back what the unit wrote since. With a term, the
+// fence is moved on first, so that it never commits (elect.Term.Advance),
+// wherever it is held. Without one, the read is ordered after whatever
+// the member it goes to holds (etcdstore.Store.GetOrdered); a transaction
+// held by a member the requests moved away from is not covered.
+func (c *Controller) settle(ctx context.Context, unit string, term *elect.Term) error {
 	c.mu.Lock()
-	ks := c.unsure[unit]
+	u := c.unsure[unit]
 	c.mu.Unlock()
-	if len(ks) == 0 {
+	if len(u.keys) == 0 {
 		return nil
 	}
-	// Ordered: a plain read could come before such a transaction commits.
-	if err := c.reread(ctx, unit, ks, c.o.Store.GetOrdered); err != nil {
+	if term != nil {
+		if err := c.o.Store.Advance(ctx, term, u.epoch); err != nil {
+			return err
+		}
+	}
+	if err := c.reread(ctx, unit, u.keys, c.o.Store.GetOrdered); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -500,7 +519,7 @@ func wake(q workqueue.TypedRateLimitingInterface[string], units []string) {
 	}
 }
 
-func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fence []clientv3.Cmp) error {
+func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, term *elect.Term) error {
 	txns := plan.Split(ops, c.o.MaxTxnOps, c.o.MaxTxnBytes)
 	if len(txns) > 1 {
 		c.m.Splits.Inc()
@@ -509,11 +528,17 @@ func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fenc
 	}
 	for _, t := range txns {
 		start := time.Now()
+		fence, epoch := term.Fence()
 		rev, err := c.o.Store.Apply(ctx, fence, t)
 		c.m.TxnLatency.Observe(time.Since(start).Seconds())
 		switch {
 		case err == nil:
 			c.m.Txns.WithLabelValues("ok").Inc()
+		case errors.Is(err, etcdstore.ErrFenced) && term.Epoch() != epoch:
+			// Another unit's settle moved the fence on meanwhile: the
+			// term goes on, and this transaction is planned again.
+			c.m.Txns.WithLabelValues("conflict").Inc()
+			return etcdstore.ErrConflict
 		case errors.Is(err, etcdstore.ErrConflict):
 			c.m.Txns.WithLabelValues("conflict").Inc()
 			return err
@@ -523,9 +548,12 @@ func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, fenc
 		default:
 			c.m.Txns.WithLabelValues("error").Inc()
 			c.mu.Lock()
+			u := c.unsure[unit]
 			for _, o := range t {
-				c.unsure[unit] = append(c.unsure[unit], o.Key)
+				u.keys = append(u.keys, o.Key)
 			}
+			u.epoch = max(u.epoch, epoch)
+			c.unsure[unit] = u
 			c.mu.Unlock()
 			return err
 		}

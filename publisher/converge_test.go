@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/source"
 )
@@ -1281,4 +1284,132 @@ func TestSettleReadsInOrder(t *testing.T) {
 	for _, s := range problems {
 		t.Error(s)
 	}
+}
+
+// heldWrite holds the next write transaction once armed: its caller is
+// told it timed out, as by a frozen member that still has it, and the
+// transaction goes to etcd only when the test closes release. Its outcome
+// is sent on done.
+type heldWrite struct {
+	armed   atomic.Bool
+	release chan struct{}
+	done    chan *pb.TxnResponse
+}
+
+func (h *heldWrite) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if txn, ok := req.(*pb.TxnRequest); !ok || method != "/etcdserverpb.KV/Txn" || !writes(txn) || !h.armed.CompareAndSwap(true, false) {
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	go func() {
+		<-h.release
+		resp := &pb.TxnResponse{}
+		if err := invoke(context.Background(), method, req, resp, cc, opts...); err != nil {
+			resp = nil
+		}
+		h.done <- resp
+	}()
+	// Unavailable, not DeadlineExceeded, which clientv3 would retry at
+	// once while the caller's context lives.
+	return status.Error(codes.Unavailable, "injected: held by a frozen member")
+}
+
+// campaign wins cluster's election for the test and returns the term.
+func campaign(t *testing.T, cli *clientv3.Client, cluster string) *elect.Term {
+	t.Helper()
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	e := concurrency.NewElection(sess, elect.Key(cluster))
+	if err := e.Campaign(bg, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return elect.NewTerm(e.Key(), e.Rev(), sess.Lease(), "test")
+}
+
+// TestHeldWriteNeverCommitsLate: a transaction whose caller timed out is
+// held by a member and reaches etcd only after the publisher has re-read
+// its keys, written them again and deleted them. It creates keys only, so
+// every guard of its own still holds then: the fence, moved on before the
+// re-read, is what must refuse it, or the deleted endpoint comes back.
+func TestHeldWriteNeverCommitsLate(t *testing.T) {
+	cli := startEtcd(t)
+	h := &heldWrite{release: make(chan struct{}), done: make(chan *pb.TxnResponse, 1)}
+	hl, one := headless("apps", "db"), slice("apps", "db", "db-1", "10.244.1.10")
+	kc := fake.NewClientset(hl, one)
+	p := newPub(t, intercepted(t, cli, h.intercept), "c1", kc)
+	p.start(campaign(t, cli, "c1"))
+	waitDump(t, cli, want(t, p.b, hl, one))
+
+	h.armed.Store(true)
+	two := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.10", "10.244.1.11"))
+	waitDump(t, cli, want(t, p.b, hl, two)) // written again, after the timeout
+	if h.armed.Load() {
+		t.Fatal("no transaction was held")
+	}
+	updateSlice(t, kc, one)
+	waitDump(t, cli, want(t, p.b, hl, one))
+
+	close(h.release)
+	if resp := <-h.done; resp == nil || resp.Succeeded {
+		t.Errorf("the held transaction reached etcd late and was not refused by the fence: %v", resp)
+	}
+	if got, w := dump(t, cli), want(t, p.b, hl, one); !reflect.DeepEqual(got, w) {
+		t.Fatalf("after the held transaction, etcd:\n%s\nwant:\n%s", strings.Join(keysOf(got), "\n"), strings.Join(keysOf(w), "\n"))
+	}
+}
+
+// txnCount is the publisher's etcdns_publisher_txns_total of result.
+func txnCount(t *testing.T, m *Metrics, result string) float64 {
+	t.Helper()
+	var d dto.Metric
+	if err := m.Txns.WithLabelValues(result).Write(&d); err != nil {
+		t.Fatal(err)
+	}
+	return d.GetCounter().GetValue()
+}
+
+// TestAdvanceMidWriteKeepsTheTerm: a transaction sent with the fence of
+// before an Advance (another unit's settle) fails the fence. The term
+// goes on, and the transaction is planned again with the new fence.
+func TestAdvanceMidWriteKeepsTheTerm(t *testing.T) {
+	cli := startEtcd(t)
+	var term *elect.Term
+	var armed atomic.Bool
+	advanced := make(chan error, 1)
+	advance := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*pb.TxnRequest); ok && writes(txn) && len(txn.Compare) == 1 && armed.CompareAndSwap(true, false) {
+			advanced <- term.Advance(ctx, cli, term.Epoch())
+		}
+		return invoke(ctx, method, req, reply, cc, opts...)
+	}
+	hl, one := headless("apps", "db"), slice("apps", "db", "db-1", "10.244.1.10")
+	kc := fake.NewClientset(hl, one)
+	p := newPub(t, intercepted(t, cli, advance), "c1", kc)
+	term = campaign(t, cli, "c1")
+	p.start(term)
+	waitDump(t, cli, want(t, p.b, hl, one))
+
+	before := term.Epoch()
+	armed.Store(true)
+	two := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.10", "10.244.1.11"))
+	waitDump(t, cli, want(t, p.b, hl, two))
+	if err := <-advanced; err != nil || term.Epoch() <= before {
+		t.Fatalf("advance: %v, epoch %d -> %d", err, before, term.Epoch())
+	}
+	if n := txnCount(t, p.m, "fenced"); n != 0 {
+		t.Errorf("%v transactions counted fenced; the term did not end", n)
+	}
+	if n := txnCount(t, p.m, "conflict"); n != 1 {
+		t.Errorf("%v transactions counted conflicts, want the one sent with the old fence", n)
+	}
+	select {
+	case err := <-p.done:
+		t.Fatalf("the term ended: %v", err)
+	default:
+	}
+	// It keeps writing with the new fence.
+	updateSlice(t, kc, one)
+	waitDump(t, cli, want(t, p.b, hl, one))
 }

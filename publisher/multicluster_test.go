@@ -179,8 +179,8 @@ func TestClustersetTwoMembers(t *testing.T) {
 	// west publisher would.
 	o.DryRun = false
 	var w Withdrawal
-	err = elect.Exclusive(context.Background(), cli, "west", "test", "", func(ctx context.Context, fence []clientv3.Cmp) error {
-		o.Fence = fence
+	err = elect.Exclusive(context.Background(), cli, "west", "test", "", func(ctx context.Context, term *elect.Term) error {
+		o.Term = term
 		w, err = Withdraw(ctx, o)
 		return err
 	})
@@ -211,9 +211,9 @@ func TestExclusiveRefusesWhileLeading(t *testing.T) {
 	defer cancel()
 	leading := make(chan struct{})
 	el := &elect.Elector{Client: cli, Cluster: "west", ID: "publisher-0", TTL: 5 * time.Second, Log: quiet()}
-	go el.Run(ctx, func(ctx context.Context, _ []clientv3.Cmp) error { close(leading); <-ctx.Done(); return nil })
+	go el.Run(ctx, func(ctx context.Context, _ *elect.Term) error { close(leading); <-ctx.Done(); return nil })
 	<-leading
-	err := elect.Exclusive(ctx, cli, "west", "withdraw", "", func(context.Context, []clientv3.Cmp) error {
+	err := elect.Exclusive(ctx, cli, "west", "withdraw", "", func(context.Context, *elect.Term) error {
 		t.Error("ran while a publisher leads")
 		return nil
 	})

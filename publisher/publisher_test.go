@@ -83,7 +83,7 @@ func newPub(t testing.TB, cli *clientv3.Client, cluster string, kc kubernetes.In
 }
 
 // start syncs the source and leads (without election) until stop.
-func (p *pub) start(fence []clientv3.Cmp) {
+func (p *pub) start(term *elect.Term) {
 	p.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
@@ -92,7 +92,7 @@ func (p *pub) start(fence []clientv3.Cmp) {
 	}
 	p.ctrl.SetSynced()
 	p.done = make(chan error, 1)
-	go func() { p.done <- p.ctrl.Lead(ctx, fence) }()
+	go func() { p.done <- p.ctrl.Lead(ctx, term) }()
 	waitFor(p.t, "initial reconcile", func() bool { return p.ctrl.Ready() == nil && p.ctrl.reconciled.Load() })
 	p.t.Cleanup(p.stop)
 }
@@ -514,14 +514,14 @@ func TestFailoverFence(t *testing.T) {
 	kc := fake.NewClientset(clusterIP("default", "a", "10.96.0.10"))
 
 	type term struct {
-		fence []clientv3.Cmp
-		ctx   context.Context
+		term *elect.Term
+		ctx  context.Context
 	}
 	run := func(p *pub, name string, leases chan<- term, ctx context.Context) {
 		el := &elect.Elector{Client: cli, Cluster: "c1", ID: name, TTL: 2 * time.Second, Log: quiet()}
-		go el.Run(ctx, func(lctx context.Context, fence []clientv3.Cmp) error {
-			leases <- term{fence, lctx}
-			return p.ctrl.Lead(lctx, fence)
+		go el.Run(ctx, func(lctx context.Context, t *elect.Term) error {
+			leases <- term{t, lctx}
+			return p.ctrl.Lead(lctx, t)
 		})
 	}
 	p1, p2 := newPub(t, cli, "c1", kc), newPub(t, cli, "c1", kc)
@@ -552,7 +552,8 @@ func TestFailoverFence(t *testing.T) {
 	// The deposed leader's transaction, with its old fence, is refused.
 	store := &etcdstore.Store{Client: cli, Timeout: 5 * time.Second}
 	before := revision(t, cli)
-	_, err = store.Apply(bg, first.fence, []planOp{{Key: "/skydns/local/cluster/stale/x", Value: []byte(`{"host":"10.9.9.9","cluster":"c1","source":"service/default/stale"}`)}})
+	fence, _ := first.term.Fence()
+	_, err = store.Apply(bg, fence, []planOp{{Key: "/skydns/local/cluster/stale/x", Value: []byte(`{"host":"10.9.9.9","cluster":"c1","source":"service/default/stale"}`)}})
 	if !errors.Is(err, etcdstore.ErrFenced) {
 		t.Fatalf("stale write: %v, want ErrFenced", err)
 	}

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
@@ -23,7 +22,7 @@ type WithdrawOptions struct {
 	Store       *etcdstore.Store
 	Ranges      []string
 	Cluster     string
-	Fence       []clientv3.Cmp // the cluster's leadership, held for the withdrawal
+	Term        *elect.Term // the cluster's leadership, held for the withdrawal
 	MaxTxnOps   int
 	MaxTxnBytes int
 	DryRun      bool
@@ -62,7 +61,8 @@ func Withdraw(ctx context.Context, o WithdrawOptions) (Withdrawal, error) {
 		}
 		conflict := false
 		for _, t := range plan.Split(ops, o.MaxTxnOps, o.MaxTxnBytes) {
-			_, err := o.Store.Apply(ctx, o.Fence, t)
+			fence, _ := o.Term.Fence()
+			_, err := o.Store.Apply(ctx, fence, t)
 			if errors.Is(err, etcdstore.ErrConflict) {
 				conflict = true
 				continue

@@ -9,11 +9,10 @@ import (
 	"net/http"
 	"sync/atomic"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/publisher"
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/stubapi"
 )
@@ -21,26 +20,26 @@ import (
 // leadership wraps the controller's terms so the federation endpoint
 // writes with the fence of the term in force, and only during one.
 type leadership struct {
-	ctrl  *publisher.Controller
-	fence atomic.Pointer[[]clientv3.Cmp]
+	ctrl *publisher.Controller
+	term atomic.Pointer[*elect.Term] // nil: no term; a nil *Term: a single writer
 }
 
-// lead is ctrl.Lead, remembering the term's fence while it runs.
-func (l *leadership) lead(ctx context.Context, fence []clientv3.Cmp) error {
-	l.fence.Store(&fence)
-	defer l.fence.Store(nil)
-	return l.ctrl.Lead(ctx, fence)
+// lead is ctrl.Lead, remembering the term while it runs.
+func (l *leadership) lead(ctx context.Context, term *elect.Term) error {
+	l.term.Store(&term)
+	defer l.term.Store(nil)
+	return l.ctrl.Lead(ctx, term)
 }
 
 // leader is the endpoint's stubapi.Leader: the controller must have
 // finished the term's first reconcile, so a new leader's writes never
 // race the end of its predecessor's.
-func (l *leadership) leader() ([]clientv3.Cmp, bool) {
-	f := l.fence.Load()
-	if f == nil || !l.ctrl.Leading() {
+func (l *leadership) leader() (*elect.Term, bool) {
+	t := l.term.Load()
+	if t == nil || !l.ctrl.Leading() {
 		return nil, false
 	}
-	return *f, true
+	return *t, true
 }
 
 // serveStubAPI starts the federation endpoint when publisher.stub-api-listen

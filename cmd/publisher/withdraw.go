@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strconv"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/publisher"
@@ -86,8 +84,8 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	}
 	var w publisher.Withdrawal
 	host, _ := os.Hostname()
-	err = elect.Exclusive(ctx, cli, id, "withdraw/"+host+"/"+strconv.Itoa(os.Getpid()), user, func(ctx context.Context, fence []clientv3.Cmp) error {
-		o.Fence = fence
+	err = elect.Exclusive(ctx, cli, id, "withdraw/"+host+"/"+strconv.Itoa(os.Getpid()), user, func(ctx context.Context, term *elect.Term) error {
+		o.Term = term
 		var err error
 		w, err = publisher.Withdraw(ctx, o)
 		return err

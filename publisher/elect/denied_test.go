@@ -41,7 +41,7 @@ func TestRunStopsWhenTheElectionIsRefused(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	err = (&Elector{Client: cli, Cluster: "a", ID: "one", TTL: 5 * time.Second, User: "a-publisher"}).Run(rctx,
-		func(context.Context, []clientv3.Cmp) error { t.Error("led without the election grant"); return nil })
+		func(context.Context, *Term) error { t.Error("led without the election grant"); return nil })
 	want := `etcd refused the write to /etcdns-election/a/: user "a-publisher" has no write permission there (etcd auth)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("Run: %v\nwant %s", err, want)
@@ -49,7 +49,7 @@ func TestRunStopsWhenTheElectionIsRefused(t *testing.T) {
 	if rctx.Err() != nil {
 		t.Fatal("Run retried until the deadline")
 	}
-	err = Exclusive(ctx, cli, "a", "withdraw", "a-publisher", func(context.Context, []clientv3.Cmp) error { return nil })
+	err = Exclusive(ctx, cli, "a", "withdraw", "a-publisher", func(context.Context, *Term) error { return nil })
 	if want := `etcd refused the read of /etcdns-election/a/: user "a-publisher" has no read permission there (etcd auth)`; err == nil || err.Error() != want {
 		t.Fatalf("Exclusive: %v\nwant %s", err, want)
 	}

@@ -18,9 +18,10 @@ import (
 // different clusters sharing an etcd each have their own leader.
 const Prefix = "/etcdns-election/"
 
-// Lead is run while this replica leads; fence goes into every transaction.
-// It returns when ctx ends (leadership lost or shutdown) or with an error.
-type Lead func(ctx context.Context, fence []clientv3.Cmp) error
+// Lead is run while this replica leads; the term's fence goes into every
+// transaction. It returns when ctx ends (leadership lost or shutdown) or
+// with an error.
+type Lead func(ctx context.Context, term *Term) error
 
 // Elector campaigns for a cluster's leadership and runs Lead while it holds it.
 type Elector struct {
@@ -42,14 +43,6 @@ type Elector struct {
 
 // Key is the election prefix of a cluster.
 func Key(cluster string) string { return Prefix + cluster }
-
-// Fence is the compare every leader write carries: the leader's own
-// election key still exists with the create revision it won with. A new
-// leader's key is a different key, so an old leader's fence can never match
-// again once its session is gone.
-func Fence(e *concurrency.Election) []clientv3.Cmp {
-	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(e.Key()), "=", e.Rev())}
-}
 
 // Run campaigns until ctx ends. When ctx ends while leading it resigns, so
 // the next replica takes over at once instead of after the lease TTL. A
@@ -114,7 +107,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		if el.OnState != nil {
 			el.OnState(true)
 		}
-		err = lead(cctx, Fence(e))
+		err = lead(cctx, won(e, sess.Lease(), el.ID))
 		if el.OnState != nil {
 			el.OnState(false)
 		}
@@ -281,5 +274,5 @@ func Exclusive(ctx context.Context, cli *clientv3.Client, cluster, id, user stri
 		return err
 	}
 	defer e.Resign(context.WithoutCancel(ctx))
-	return f(ctx, Fence(e))
+	return f(ctx, won(e, sess.Lease(), id))
 }

@@ -16,8 +16,8 @@ func TestResignHandsOverAtOnce(t *testing.T) {
 
 	leading := make(chan string, 4)
 	lead := func(name string) Lead {
-		return func(ctx context.Context, fence []clientv3.Cmp) error {
-			if len(fence) != 1 {
+		return func(ctx context.Context, term *Term) error {
+			if fence, _ := term.Fence(); len(fence) != 1 {
 				t.Errorf("fence %v", fence)
 			}
 			leading <- name
@@ -74,7 +74,7 @@ func TestRenewalsMovePastAFrozenKeeper(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- el.Run(ctx, func(ctx context.Context, _ []clientv3.Cmp) error {
+		done <- el.Run(ctx, func(ctx context.Context, _ *Term) error {
 			leading <- struct{}{}
 			<-ctx.Done()
 			ended <- time.Now()

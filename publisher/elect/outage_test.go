@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/etcdclient/embedded"
@@ -37,7 +35,7 @@ func TestLeadsAgainSoonAfterEtcdRestart(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- (&Elector{Client: cli, Cluster: "c1", ID: "one", TTL: ttl, OnState: func(l bool) { states <- l }}).
-			Run(ctx, func(ctx context.Context, _ []clientv3.Cmp) error { <-ctx.Done(); return nil })
+			Run(ctx, func(ctx context.Context, _ *Term) error { <-ctx.Done(); return nil })
 	}()
 	defer func() { cancel(); <-done }()
 	want := func(leading bool, within time.Duration) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
 
@@ -384,6 +385,24 @@ func (s *Store) get(ctx context.Context, ks []string, ordered bool) (present []p
 		}
 	}
 	return present, absent, rev, nil
+}
+
+// Advance moves term's fence past epoch (elect.Term.Advance) through the
+// current endpoint, so that no transaction sent with that fence can
+// commit after a read that follows. It returns ErrFenced when the term
+// has ended.
+func (s *Store) Advance(ctx context.Context, term *elect.Term, epoch int64) error {
+	err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+		return term.Advance(ctx, cli, epoch)
+	})
+	switch {
+	case errors.Is(err, elect.ErrTermEnded):
+		return fmt.Errorf("%w (%v)", ErrFenced, err)
+	case etcdclient.IsDenied(err):
+		k := []string{term.Key()}
+		return etcdclient.Denied(ctx, s.Client, s.User, k, k)
+	}
+	return err
 }
 
 // Apply commits ops in one transaction, each guarded by the revision the

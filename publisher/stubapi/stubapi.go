@@ -14,9 +14,8 @@ import (
 	"slices"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdns/etcdns/keys"
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 	"github.com/etcdns/etcdns/publisher/plan"
 )
@@ -31,10 +30,10 @@ const (
 	maxAttempts = 5
 )
 
-// Leader returns the fence of the current leadership term and true while
-// this replica leads and may write; a nil fence with true means a single
+// Leader returns the current leadership term and true while
+// this replica leads and may write; a nil term with true means a single
 // writer without an election.
-type Leader func() (fence []clientv3.Cmp, leading bool)
+type Leader func() (term *elect.Term, leading bool)
 
 // Config is what a Handler works with.
 type Config struct {
@@ -152,7 +151,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 // set makes nss the nameservers of federation name (none: removes it),
 // in guarded, fenced transactions, reading again when a guard failed.
 func (h *Handler) set(w http.ResponseWriter, r *http.Request, name string, nss []netip.AddrPort) {
-	fence, leading := h.c.Leader()
+	term, leading := h.c.Leader()
 	if !leading {
 		w.Header().Set("Retry-After", "1")
 		fail(w, http.StatusServiceUnavailable, "this publisher replica does not lead its cluster; ask again, or the leader")
@@ -184,8 +183,11 @@ func (h *Handler) set(w http.ResponseWriter, r *http.Request, name string, nss [
 			h.done(w, name, nss)
 			return
 		}
+		fence, epoch := term.Fence()
 		_, err = h.c.Store.Apply(r.Context(), fence, res.Ops)
 		switch {
+		case errors.Is(err, etcdstore.ErrFenced) && term.Epoch() != epoch && attempt < maxAttempts:
+			continue // the publisher moved its fence on (elect.Term.Advance); the term goes on
 		case err == nil:
 			h.c.Log.Info("federation stub domain programmed", "federation", name, "domain", h.domain(name),
 				"nameservers", nss, "changes", len(res.Ops), "client", clientName(r))
@@ -195,8 +197,15 @@ func (h *Handler) set(w http.ResponseWriter, r *http.Request, name string, nss [
 			fail(w, http.StatusServiceUnavailable, "leadership lost during the write; nothing was written")
 			return
 		case !errors.Is(err, etcdstore.ErrConflict):
+			// The write may be held somewhere and commit later, over
+			// what the client asks next: the fence moves on so that it
+			// never does. If that fails too, the answer cannot promise.
 			h.c.Log.Warn("federation endpoint: writing etcd failed", "federation", name, "err", err)
-			fail(w, http.StatusServiceUnavailable, "writing etcd failed; nothing was written; try again")
+			if term == nil || h.c.Store.Advance(r.Context(), term, epoch) != nil {
+				fail(w, http.StatusServiceUnavailable, "writing etcd failed; the write may still be applied later; read the federation back before trying again")
+				return
+			}
+			fail(w, http.StatusServiceUnavailable, "writing etcd failed; the write was applied in full or not at all, and that will not change: read the federation back, or try again")
 			return
 		case attempt == maxAttempts:
 			fail(w, http.StatusConflict, "the federation's keys kept changing during the write; nothing was written")

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdns/etcdns/internal/testpki"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/publisher"
+	"github.com/etcdns/etcdns/publisher/elect"
 	"github.com/etcdns/etcdns/publisher/etcdstore"
 )
 
@@ -53,7 +54,7 @@ type endpoint struct {
 	cli            *clientv3.Client
 	good, bad, raw *http.Client // raw: trusts the server, presents no certificate
 	leading        atomic.Bool
-	fence          atomic.Pointer[[]clientv3.Cmp]
+	term           atomic.Pointer[elect.Term]
 }
 
 func start(t *testing.T) *endpoint {
@@ -71,13 +72,8 @@ func start(t *testing.T) *endpoint {
 		Store:  &etcdstore.Store{Client: ep.cli, Timeout: 5 * time.Second},
 		Layout: keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "c1"},
 		Zone:   "cluster.local", Domain: "federation",
-		Leader: func() ([]clientv3.Cmp, bool) {
-			if f := ep.fence.Load(); f != nil {
-				return *f, ep.leading.Load()
-			}
-			return nil, ep.leading.Load()
-		},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Leader: func() (*elect.Term, bool) { return ep.term.Load(), ep.leading.Load() },
+		Log:    slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -264,8 +260,7 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 
 	// A fence that no longer holds (a newer leader won) writes nothing.
 	ep.leading.Store(true)
-	fence := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision("/etcdns-election/c1/gone"), "=", 42)}
-	ep.fence.Store(&fence)
+	ep.term.Store(elect.NewTerm("/etcdns-election/c1/gone", 42, 0, "publisher-0"))
 	before := ep.stored(t)
 	if code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.2"]}`); code != http.StatusServiceUnavailable {
 		t.Errorf("POST with a stale fence: %d %s", code, body)
