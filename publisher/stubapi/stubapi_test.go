@@ -17,7 +17,12 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/internal/testpki"
@@ -57,7 +62,8 @@ type endpoint struct {
 	term           atomic.Pointer[elect.Term]
 }
 
-func start(t *testing.T) *endpoint {
+// start serves the endpoint; its writes go through icpt when given.
+func start(t *testing.T, icpt ...grpc.UnaryClientInterceptor) *endpoint {
 	t.Helper()
 	dir := t.TempDir()
 	trusted, other := testpki.NewCA(t, "federation control plane"), testpki.NewCA(t, "someone else")
@@ -68,8 +74,12 @@ func start(t *testing.T) *endpoint {
 	}
 	ep := &endpoint{cli: startEtcd(t)}
 	ep.leading.Store(true)
+	store := &etcdstore.Store{Client: ep.cli, Timeout: 5 * time.Second}
+	if len(icpt) > 0 {
+		store.Client = testetcd.Intercepted(t, ep.cli, icpt[0])
+	}
 	h, err := New(Config{
-		Store:  &etcdstore.Store{Client: ep.cli, Timeout: 5 * time.Second},
+		Store:  store,
 		Layout: keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "c1"},
 		Zone:   "cluster.local", Domain: "federation",
 		Leader: func() (*elect.Term, bool) { return ep.term.Load(), ep.leading.Load() },
@@ -267,6 +277,65 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 	}
 	if got := ep.stored(t); !equal(got, before) {
 		t.Errorf("a stale fence wrote: %v", got)
+	}
+}
+
+// TestUnansweredWriteMovesTheFence: a write the endpoint got no answer for
+// may be held by a member and commit later, over what the client sets
+// next. The endpoint moves the fence on before it answers, so that write
+// never commits, and says so.
+func TestUnansweredWriteMovesTheFence(t *testing.T) {
+	var armed atomic.Bool
+	release, done := make(chan struct{}), make(chan bool, 1)
+	hold := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		txn, ok := req.(*pb.TxnRequest)
+		if !ok || len(txn.Success) == 0 || txn.Success[0].GetRequestTxn() == nil || !armed.CompareAndSwap(true, false) {
+			return invoke(ctx, method, req, reply, cc, opts...)
+		}
+		go func() {
+			<-release
+			resp := &pb.TxnResponse{}
+			err := invoke(context.Background(), method, req, resp, cc, opts...)
+			done <- err == nil && resp.Succeeded
+		}()
+		return status.Error(codes.Unavailable, "injected: held by a frozen member")
+	}
+	ep := start(t, hold)
+	sess, err := concurrency.NewSession(ep.cli, concurrency.WithTTL(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	e := concurrency.NewElection(sess, elect.Key("c1"))
+	if err := e.Campaign(context.Background(), "publisher-0"); err != nil {
+		t.Fatal(err)
+	}
+	term := elect.NewTerm(e.Key(), e.Rev(), sess.Lease(), "publisher-0")
+	ep.term.Store(term)
+	ep.leading.Store(true)
+
+	before := term.Epoch()
+	armed.Store(true)
+	code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.2"]}`)
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "applied in full or not at all") {
+		t.Errorf("POST whose write got no answer: %d %s", code, body)
+	}
+	if term.Epoch() <= before {
+		t.Errorf("the fence stayed at %d", before)
+	}
+	close(release)
+	if <-done {
+		t.Error("the held write committed after the endpoint answered")
+	}
+	if got := ep.stored(t); len(got) != 0 {
+		t.Errorf("stored %v", got)
+	}
+	// The next POST writes with the new fence.
+	if code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.3"]}`); code != http.StatusOK {
+		t.Errorf("POST after the move: %d %s", code, body)
+	}
+	if got := ep.stored(t); len(got) != 1 {
+		t.Errorf("stored %v, want the one nameserver", got)
 	}
 }
 
