@@ -458,12 +458,14 @@ func (c *Controller) settle(ctx context.Context, unit string, term *elect.Term) 
 	if len(u.keys) == 0 {
 		return nil
 	}
+	get := c.o.Store.GetOrdered
 	if term != nil {
 		if err := c.o.Store.Advance(ctx, term, u.epoch); err != nil {
 			return err
 		}
+		get = c.o.Store.Get // it comes after the advance, and so does anything of before that commits
 	}
-	if err := c.reread(ctx, unit, u.keys, c.o.Store.GetOrdered); err != nil {
+	if err := c.reread(ctx, unit, u.keys, get); err != nil {
 		return err
 	}
 	c.mu.Lock()
