@@ -29,6 +29,7 @@ import (
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
 
+	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/keys/kube"
 	"github.com/etcdns/etcdns/publisher/elect"
@@ -1286,33 +1287,6 @@ func TestSettleReadsInOrder(t *testing.T) {
 	}
 }
 
-// heldWrite holds the next write transaction once armed: its caller is
-// told it timed out, as by a frozen member that still has it, and the
-// transaction goes to etcd only when the test closes release. Its outcome
-// is sent on done.
-type heldWrite struct {
-	armed   atomic.Bool
-	release chan struct{}
-	done    chan *pb.TxnResponse
-}
-
-func (h *heldWrite) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if txn, ok := req.(*pb.TxnRequest); !ok || method != "/etcdserverpb.KV/Txn" || !writes(txn) || !h.armed.CompareAndSwap(true, false) {
-		return invoke(ctx, method, req, reply, cc, opts...)
-	}
-	go func() {
-		<-h.release
-		resp := &pb.TxnResponse{}
-		if err := invoke(context.Background(), method, req, resp, cc, opts...); err != nil {
-			resp = nil
-		}
-		h.done <- resp
-	}()
-	// Unavailable, not DeadlineExceeded, which clientv3 would retry at
-	// once while the caller's context lives.
-	return status.Error(codes.Unavailable, "injected: held by a frozen member")
-}
-
 // campaign wins cluster's election for the test and returns the term.
 func campaign(t *testing.T, cli *clientv3.Client, cluster string) *elect.Term {
 	t.Helper()
@@ -1335,25 +1309,24 @@ func campaign(t *testing.T, cli *clientv3.Client, cluster string) *elect.Term {
 // re-read, is what must refuse it, or the deleted endpoint comes back.
 func TestHeldWriteNeverCommitsLate(t *testing.T) {
 	cli := startEtcd(t)
-	h := &heldWrite{release: make(chan struct{}), done: make(chan *pb.TxnResponse, 1)}
+	h := testetcd.NewHeld(writes)
 	hl, one := headless("apps", "db"), slice("apps", "db", "db-1", "10.244.1.10")
 	kc := fake.NewClientset(hl, one)
-	p := newPub(t, intercepted(t, cli, h.intercept), "c1", kc)
+	p := newPub(t, intercepted(t, cli, h.Intercept), "c1", kc)
 	p.start(campaign(t, cli, "c1"))
 	waitDump(t, cli, want(t, p.b, hl, one))
 
-	h.armed.Store(true)
+	h.Arm()
 	two := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.10", "10.244.1.11"))
 	waitDump(t, cli, want(t, p.b, hl, two)) // written again, after the timeout
-	if h.armed.Load() {
+	if !h.Holding() {
 		t.Fatal("no transaction was held")
 	}
 	updateSlice(t, kc, one)
 	waitDump(t, cli, want(t, p.b, hl, one))
 
-	close(h.release)
-	if resp := <-h.done; resp == nil || resp.Succeeded {
-		t.Errorf("the held transaction reached etcd late and was not refused by the fence: %v", resp)
+	if h.Release() {
+		t.Error("the held transaction reached etcd late and was not refused by the fence")
 	}
 	if got, w := dump(t, cli), want(t, p.b, hl, one); !reflect.DeepEqual(got, w) {
 		t.Fatalf("after the held transaction, etcd:\n%s\nwant:\n%s", strings.Join(keysOf(got), "\n"), strings.Join(keysOf(w), "\n"))

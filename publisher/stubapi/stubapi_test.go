@@ -21,8 +21,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/internal/testpki"
@@ -285,22 +283,11 @@ func TestOnlyTheLeaderWrites(t *testing.T) {
 // next. The endpoint moves the fence on before it answers, so that write
 // never commits, and says so.
 func TestUnansweredWriteMovesTheFence(t *testing.T) {
-	var armed atomic.Bool
-	release, done := make(chan struct{}), make(chan bool, 1)
-	hold := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		txn, ok := req.(*pb.TxnRequest)
-		if !ok || len(txn.Success) == 0 || txn.Success[0].GetRequestTxn() == nil || !armed.CompareAndSwap(true, false) {
-			return invoke(ctx, method, req, reply, cc, opts...)
-		}
-		go func() {
-			<-release
-			resp := &pb.TxnResponse{}
-			err := invoke(context.Background(), method, req, resp, cc, opts...)
-			done <- err == nil && resp.Succeeded
-		}()
-		return status.Error(codes.Unavailable, "injected: held by a frozen member")
-	}
-	ep := start(t, hold)
+	// A fenced write: a transaction around the guarded one.
+	h := testetcd.NewHeld(func(txn *pb.TxnRequest) bool {
+		return len(txn.Success) > 0 && txn.Success[0].GetRequestTxn() != nil
+	})
+	ep := start(t, h.Intercept)
 	sess, err := concurrency.NewSession(ep.cli, concurrency.WithTTL(60))
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +302,7 @@ func TestUnansweredWriteMovesTheFence(t *testing.T) {
 	ep.leading.Store(true)
 
 	before := term.Epoch()
-	armed.Store(true)
+	h.Arm()
 	code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.2"]}`)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "applied in full or not at all") {
 		t.Errorf("POST whose write got no answer: %d %s", code, body)
@@ -323,8 +310,7 @@ func TestUnansweredWriteMovesTheFence(t *testing.T) {
 	if term.Epoch() <= before {
 		t.Errorf("the fence stayed at %d", before)
 	}
-	close(release)
-	if <-done {
+	if h.Release() {
 		t.Error("the held write committed after the endpoint answered")
 	}
 	if got := ep.stored(t); len(got) != 0 {
