@@ -3,6 +3,7 @@ package etcdclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -28,6 +29,10 @@ type Failover struct {
 	names   []string
 	log     *slog.Logger
 	moved   func()
+	// probe asks an endpoint for its raft term with a serializable read;
+	// ok is false when it gave no answer within answerTimeout. A test
+	// may replace it.
+	probe func(*clientv3.Client) (term uint64, ok bool)
 
 	mu  sync.Mutex
 	cur int
@@ -37,8 +42,23 @@ type Failover struct {
 // configured); names are their endpoints, as DialEach returns them, for the
 // log. moved, if set, is called at each move (a metric).
 func NewFailover(clients []*clientv3.Client, names []string, log *slog.Logger, moved func()) *Failover {
-	return &Failover{clients: clients, names: names, log: logger(log), moved: moved}
+	return &Failover{clients: clients, names: names, log: logger(log), moved: moved, probe: raftTerm}
 }
+
+// probeEvery is how often Do asks the endpoint of a request that has not
+// come back whether it still answers (watch).
+const probeEvery = 250 * time.Millisecond
+
+var (
+	// ErrNotAnswering is what a request returns that Do gave up on
+	// because its endpoint stopped answering reads: a frozen member.
+	ErrNotAnswering = errors.New("the etcd endpoint stopped answering")
+	// ErrLeaderChanged is what a request returns that Do gave up on
+	// because etcd elected a leader while it waited: a write the old
+	// leader had not yet replicated is lost, and would be waited for
+	// until the timeout.
+	ErrLeaderChanged = errors.New("etcd elected a new leader while the request waited")
+)
 
 // Do runs req with the current endpoint's client and a context that ends
 // after timeout, and returns req's error. When the endpoint failed the
@@ -46,21 +66,87 @@ func NewFailover(clients []*clientv3.Client, names []string, log *slog.Logger, m
 // moved the current endpoint on meanwhile: the requests that waited on a
 // frozen member together time out together, and each moving on would
 // skip healthy endpoints and could come round to the frozen one again.
+//
+// A request that has not come back is not always waited for until the
+// timeout (watch): Do ends it early with ErrNotAnswering when its
+// endpoint stops answering reads, and moves on. The request may yet
+// commit; the caller must treat the error as a timeout.
 func (f *Failover) Do(ctx context.Context, timeout time.Duration, req func(context.Context, *clientv3.Client) error) error {
+	return f.do(ctx, timeout, false, req)
+}
+
+// DoWrite is Do for a write, which Do also ends early with
+// ErrLeaderChanged, and without moving, when etcd elects a leader while
+// it waits: a proposal the old leader had taken but not replicated is
+// lost, and nothing would come back before the timeout.
+func (f *Failover) DoWrite(ctx context.Context, timeout time.Duration, req func(context.Context, *clientv3.Client) error) error {
+	return f.do(ctx, timeout, true, req)
+}
+
+func (f *Failover) do(ctx context.Context, timeout time.Duration, write bool, req func(context.Context, *clientv3.Client) error) error {
 	i, cli := f.current()
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	tctx, tcancel := context.WithTimeout(ctx, timeout)
+	defer tcancel()
+	rctx, cancel := context.WithCancelCause(tctx)
+	defer cancel(nil)
+	if len(f.clients) > 1 && timeout > probeEvery {
+		stop := f.watch(rctx, cli, write, cancel)
+		defer stop()
+	}
 	err := req(rctx, cli)
 	if err == nil || ctx.Err() != nil {
 		return err // the caller gave up: no fault of the endpoint's
 	}
-	switch {
-	case errors.Is(rctx.Err(), context.DeadlineExceeded):
+	switch cause := context.Cause(rctx); {
+	case errors.Is(cause, ErrNotAnswering):
+		err = fmt.Errorf("%w: %w", cause, err)
+		f.move(i, "not answering", err)
+	case errors.Is(cause, ErrLeaderChanged):
+		err = fmt.Errorf("%w: %w", cause, err)
+	case errors.Is(tctx.Err(), context.DeadlineExceeded):
 		f.move(i, "timeout", err)
 	case unavailable(err):
 		f.move(i, "unavailable", err)
 	}
 	return err
+}
+
+// watch probes cli every probeEvery while ctx lives, from probeEvery on,
+// and cancels ctx when a probe gets no answer, or, for a write, a raft
+// term other than the first probe's. A request that comes back at once
+// costs a timer. stop ends it.
+func (f *Failover) watch(ctx context.Context, cli *clientv3.Client, write bool, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	t := time.AfterFunc(probeEvery, func() {
+		tick := time.NewTicker(probeEvery)
+		defer tick.Stop()
+		var first uint64
+		for {
+			term, ok := f.probe(cli)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case !ok:
+				cancel(fmt.Errorf("%w: no answer to a read within %v", ErrNotAnswering, answerTimeout))
+				return
+			case !write || term == 0: // a refusal: alive, its term unknown
+			case first == 0:
+				first = term
+			case term != first:
+				cancel(fmt.Errorf("%w (raft term %d, then %d)", ErrLeaderChanged, first, term))
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		t.Stop()
+		close(done)
+	}
 }
 
 // current is the current endpoint, unless its connection is failing (a
@@ -123,10 +209,20 @@ const answerTimeout = 500 * time.Millisecond
 // granted, as etcdctl's endpoint health reads it): a frozen member gives
 // none.
 func answers(cli *clientv3.Client) bool {
+	_, ok := raftTerm(cli)
+	return ok
+}
+
+// raftTerm is answers with the raft term the endpoint's answer carried,
+// 0 with a refusal.
+func raftTerm(cli *clientv3.Client) (uint64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 	defer cancel()
-	_, err := cli.Get(ctx, "health", clientv3.WithSerializable())
-	return err == nil || ctx.Err() == nil && !unavailable(err)
+	resp, err := cli.Get(ctx, "health", clientv3.WithSerializable())
+	if err != nil {
+		return 0, ctx.Err() == nil && !unavailable(err)
+	}
+	return resp.Header.RaftTerm, true
 }
 
 // moveTo makes to current if from still is, and says so once.

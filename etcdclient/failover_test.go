@@ -203,3 +203,70 @@ func TestFailoverOneEndpoint(t *testing.T) {
 		t.Errorf("%d moves with one endpoint:\n%s", moves.Load(), log)
 	}
 }
+
+// A frozen member is left once it stops answering reads, not after the
+// whole timeout: the request ends with ErrNotAnswering and the next is
+// sent to the next endpoint.
+func TestFailoverLeavesAFrozenEndpointEarly(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, log, moves := failover(a.Client, b.Client)
+	a.Hung.Store(true)
+	const timeout = 10 * time.Second
+	start := time.Now()
+	err := put(context.Background(), f, timeout, "/k")
+	if !errors.Is(err, ErrNotAnswering) {
+		t.Fatalf("a put through the frozen member: %v, want ErrNotAnswering", err)
+	}
+	// One probe is due after probeEvery, and gives up after answerTimeout.
+	if d := time.Since(start); d > timeout/2 {
+		t.Errorf("the put ended after %v, want about %v", d, probeEvery+answerTimeout)
+	}
+	if n := moves.Load(); n != 1 || !strings.Contains(log.String(), `from=a to=b reason="not answering"`) {
+		t.Errorf("%d moves, log:\n%s", n, log)
+	}
+	if err := put(context.Background(), f, timeout, "/k"); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+}
+
+// A write whose member took it but whose leader changed meanwhile ends
+// when a probe shows the new term, on the same endpoint; a read that waits
+// as long is not ended for it.
+func TestFailoverWriteEndsOnLeaderChange(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, log, moves := failover(a.Client, b.Client)
+	var probes atomic.Int64
+	f.probe = func(*clientv3.Client) (uint64, bool) {
+		if probes.Add(1) < 3 {
+			return 5, true
+		}
+		return 6, true
+	}
+	a.Lost.Store(true) // its writes wait; its reads are answered
+	start := time.Now()
+	err := f.DoWrite(context.Background(), 10*time.Second, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Put(ctx, "/k", "v")
+		return err
+	})
+	if !errors.Is(err, ErrLeaderChanged) {
+		t.Fatalf("a write across a leader change: %v, want ErrLeaderChanged", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the write ended after %v, want about %v", d, 3*probeEvery)
+	}
+	if n := moves.Load(); n != 0 {
+		t.Errorf("%d moves after a leader change, want 0 (the member is fine):\n%s", n, log)
+	}
+
+	probes.Store(0)
+	const readTimeout = 1500 * time.Millisecond
+	err = f.Do(context.Background(), readTimeout, func(ctx context.Context, cli *clientv3.Client) error {
+		<-ctx.Done() // a read that takes its time
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || probes.Load() < 3 {
+		t.Errorf("a slow read across a leader change: %v after %d probes, want its own deadline", err, probes.Load())
+	}
+}

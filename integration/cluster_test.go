@@ -252,9 +252,10 @@ func clusterFaultsNeverBlind(t *testing.T, release string, etcd harness.EtcdOpti
 	c.Members[m].Pause()
 	ch, at = publish()
 	blind["member holding the watch frozen"] = change(other(m))
-	// A transaction the publisher sent to the frozen member waits out
-	// publisher.write-timeout (2 s) once: the publisher then moves its
-	// requests to the next endpoint and retries there.
+	// A transaction the publisher sent to the frozen member ends when the
+	// member leaves a read unanswered (about 0.75 s), and the publisher
+	// retries on the next endpoint; when the frozen member leads, the
+	// retry waits for the others to elect a leader (etcdclient.Failover).
 	answered("its creation, with a member frozen", ch, at, clusterBound)
 	after := restarts("progress_timeout", "lagging")
 	for i, d := range fronts {

@@ -90,6 +90,14 @@ func (s *Store) do(ctx context.Context, timeout time.Duration, req func(context.
 	return req(rctx, s.Client)
 }
 
+// write is do for a transaction that writes (etcdclient.Failover.DoWrite).
+func (s *Store) write(ctx context.Context, req func(context.Context, *clientv3.Client) error) error {
+	if s.Endpoints != nil {
+		return s.Endpoints.DoWrite(ctx, s.writeTimeout(), req)
+	}
+	return s.do(ctx, s.writeTimeout(), req)
+}
+
 // Load reads every key under the given prefixes at one revision, so the
 // index it feeds is a consistent snapshot, and returns that revision.
 func (s *Store) Load(ctx context.Context, prefixes []string) ([]plan.KV, int64, error) {
@@ -392,7 +400,7 @@ func (s *Store) get(ctx context.Context, ks []string, ordered bool) (present []p
 // commit after a read that follows. It returns ErrFenced when the term
 // has ended.
 func (s *Store) Advance(ctx context.Context, term *elect.Term, epoch int64) error {
-	err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) error {
+	err := s.write(ctx, func(ctx context.Context, cli *clientv3.Client) error {
 		return term.Advance(ctx, cli, epoch)
 	})
 	switch {
@@ -413,7 +421,7 @@ func (s *Store) Advance(ctx context.Context, term *elect.Term, epoch int64) erro
 func (s *Store) Apply(ctx context.Context, fence []clientv3.Cmp, ops []plan.Op) (int64, error) {
 	req := txnRequest(fence, ops)
 	var resp *pb.TxnResponse
-	err := s.do(ctx, s.writeTimeout(), func(ctx context.Context, cli *clientv3.Client) (err error) {
+	err := s.write(ctx, func(ctx context.Context, cli *clientv3.Client) (err error) {
 		resp, err = clientv3.RetryKVClient(cli).Txn(ctx, req, txnCallOpts...)
 		return clientv3.ContextError(ctx, err)
 	})
