@@ -40,9 +40,17 @@ type Failover struct {
 
 // NewFailover starts on the first of clients (the first endpoint
 // configured); names are their endpoints, as DialEach returns them, for the
-// log. moved, if set, is called at each move (a metric).
-func NewFailover(clients []*clientv3.Client, names []string, log *slog.Logger, moved func()) *Failover {
-	return &Failover{clients: clients, names: names, log: logger(log), moved: moved, probe: raftTerm}
+// log. moved, if set, is called at each move (a metric). probeKey is a key
+// the clients' user may read: the probes of a write that waits read it,
+// and learn the endpoint's raft term from the answer (a refusal answers
+// too, but tells no term). Empty: "health", which etcdctl's endpoint
+// health reads.
+func NewFailover(clients []*clientv3.Client, names []string, log *slog.Logger, moved func(), probeKey string) *Failover {
+	if probeKey == "" {
+		probeKey = "health"
+	}
+	probe := func(cli *clientv3.Client) (uint64, bool) { return raftTerm(cli, probeKey) }
+	return &Failover{clients: clients, names: names, log: logger(log), moved: moved, probe: probe}
 }
 
 // probeEvery is how often Do asks the endpoint of a request that has not
@@ -209,16 +217,16 @@ const answerTimeout = 500 * time.Millisecond
 // granted, as etcdctl's endpoint health reads it): a frozen member gives
 // none.
 func answers(cli *clientv3.Client) bool {
-	_, ok := raftTerm(cli)
+	_, ok := raftTerm(cli, "health")
 	return ok
 }
 
-// raftTerm is answers with the raft term the endpoint's answer carried,
-// 0 with a refusal.
-func raftTerm(cli *clientv3.Client) (uint64, bool) {
+// raftTerm is answers for a read of key, with the raft term the
+// endpoint's answer carried, 0 with a refusal.
+func raftTerm(cli *clientv3.Client, key string) (uint64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 	defer cancel()
-	resp, err := cli.Get(ctx, "health", clientv3.WithSerializable())
+	resp, err := cli.Get(ctx, key, clientv3.WithSerializable())
 	if err != nil {
 		return 0, ctx.Err() == nil && !unavailable(err)
 	}

@@ -28,7 +28,7 @@ func failover(clients ...*clientv3.Client) (*Failover, *bytes.Buffer, *atomic.In
 	}
 	var log bytes.Buffer
 	var moves atomic.Int64
-	f := NewFailover(clients, names, slog.New(slog.NewTextHandler(&log, nil)), func() { moves.Add(1) })
+	f := NewFailover(clients, names, slog.New(slog.NewTextHandler(&log, nil)), func() { moves.Add(1) }, "")
 	return f, &log, &moves
 }
 
@@ -173,7 +173,7 @@ func TestFailoverPassesOverRefusingEndpoint(t *testing.T) {
 		}
 	}
 	var log bytes.Buffer
-	f := NewFailover(clients, names, slog.New(slog.NewTextHandler(&log, nil)), nil)
+	f := NewFailover(clients, names, slog.New(slog.NewTextHandler(&log, nil)), nil, "")
 	start := time.Now()
 	if err := put(context.Background(), f, 5*time.Second, "/k"); err != nil {
 		t.Fatal(err)
@@ -268,5 +268,46 @@ func TestFailoverWriteEndsOnLeaderChange(t *testing.T) {
 	})
 	if !errors.Is(err, context.DeadlineExceeded) || probes.Load() < 3 {
 		t.Errorf("a slow read across a leader change: %v after %d probes, want its own deadline", err, probes.Load())
+	}
+}
+
+// Under etcd auth the probes read the key they are given, which the user
+// may read, and learn the raft term; "health" is refused, which counts as
+// an answer but tells no term.
+func TestFailoverProbeKeyUnderAuth(t *testing.T) {
+	u := startEmbedded(t)
+	ctx := context.Background()
+	admin, err := New(ctx, config.Etcd{Endpoints: []string{u}, DialTimeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, step := range []func() error{
+		func() error { _, err := admin.RoleAdd(ctx, "reader"); return err },
+		func() error {
+			_, err := admin.RoleGrantPermission(ctx, "reader", "/granted/", clientv3.GetPrefixRangeEnd("/granted/"), clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := admin.UserAdd(ctx, "reader", "pw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "reader", "reader"); return err },
+		func() error { _, err := admin.UserAdd(ctx, "root", "rootpw"); return err },
+		func() error { _, err := admin.UserGrantRole(ctx, "root", "root"); return err },
+		func() error { _, err := admin.AuthEnable(ctx); return err },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli, err := New(ctx, config.Etcd{Endpoints: []string{u}, DialTimeout: 5 * time.Second, Username: "reader", Password: "pw"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	clients := []*clientv3.Client{cli, cli}
+	if term, ok := NewFailover(clients, []string{"a", "b"}, nil, nil, "/granted/").probe(cli); !ok || term == 0 {
+		t.Errorf("probe of a granted key: term %d, answered %v; want the term", term, ok)
+	}
+	if term, ok := NewFailover(clients, []string{"a", "b"}, nil, nil, "").probe(cli); !ok || term != 0 {
+		t.Errorf("probe of health, refused: term %d, answered %v; want an answer without a term", term, ok)
 	}
 }

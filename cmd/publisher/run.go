@@ -107,8 +107,10 @@ func run(ctx context.Context, cfg *config.Config) error {
 	var keepers []*clientv3.Client
 	if len(ecfg.Endpoints) > 1 {
 		// The reads and writes go through one endpoint at a time, so that
-		// a write that timed out on a frozen member is retried on another
-		// and a frozen member costs one write timeout, not several. The
+		// a write held by a frozen member is retried on another, once the
+		// member leaves a probe unanswered, and costs the publisher that
+		// once. The probes read the cluster's first range, which its etcd
+		// user may read, so their answers carry the raft term. The
 		// election's lease is renewed the same way (elect.Elector.Keepers).
 		each, names, err := etcdclient.DialEach(ctx, ecfg)
 		if err != nil {
@@ -119,7 +121,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 				c.Close()
 			}
 		}()
-		store.Endpoints = etcdclient.NewFailover(each, names, log, m.EndpointMoves.Inc)
+		store.Endpoints = etcdclient.NewFailover(each, names, log, m.EndpointMoves.Inc, ranges[0])
 		keepers = each
 	}
 	ctrl := publisher.NewController(publisher.Options{

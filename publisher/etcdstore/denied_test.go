@@ -63,7 +63,7 @@ func TestDeniedNamesTheKeyAndTheUser(t *testing.T) {
 		t.Cleanup(func() { e.Close() })
 	}
 	t.Run("endpoints", func(t *testing.T) {
-		deniedNamesTheKeyAndTheUser(t, admin, &Store{Client: cli, Endpoints: etcdclient.NewFailover(each, names, nil, nil), User: "cluster-a"})
+		deniedNamesTheKeyAndTheUser(t, admin, &Store{Client: cli, Endpoints: etcdclient.NewFailover(each, names, nil, nil, "/skydns-a/"), User: "cluster-a"})
 	})
 }
 

@@ -102,7 +102,7 @@ func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 	const writeTimeout = 300 * time.Millisecond
 	s := &Store{
 		Client:       frozen,
-		Endpoints:    etcdclient.NewFailover([]*clientv3.Client{frozen, cli}, []string{"frozen", "next"}, nil, nil),
+		Endpoints:    etcdclient.NewFailover([]*clientv3.Client{frozen, cli}, []string{"frozen", "next"}, nil, nil, ""),
 		WriteTimeout: writeTimeout,
 	}
 	ctx := context.Background()
