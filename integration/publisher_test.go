@@ -347,7 +347,7 @@ func publisherFrozenMember(t *testing.T, frozenRole string) {
 	// holds the writes it forwarded until the others have elected a
 	// leader; the writes end when its term moves and are retried there.
 	eps := []string{c.Members[(l+1)%3].Endpoint, c.Members[l].Endpoint, c.Members[(l+2)%3].Endpoint}
-	frozen := (l+1)%3
+	frozen := (l + 1) % 3
 	if frozenRole == "leader" {
 		frozen = l
 	}
