@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -33,6 +34,11 @@ type Failover struct {
 	// ok is false when it gave no answer within answerTimeout. A test
 	// may replace it.
 	probe func(*clientv3.Client) (term uint64, ok bool)
+	// terms are the raft terms the probes last saw, one an endpoint (0:
+	// none yet): a write's probes compare with the term known when it
+	// was sent, so that an election between its send and its first probe
+	// is seen too.
+	terms []atomic.Uint64
 
 	mu  sync.Mutex
 	cur int
@@ -50,7 +56,8 @@ func NewFailover(clients []*clientv3.Client, names []string, log *slog.Logger, m
 		probeKey = "health"
 	}
 	probe := func(cli *clientv3.Client) (uint64, bool) { return raftTerm(cli, probeKey) }
-	return &Failover{clients: clients, names: names, log: logger(log), moved: moved, probe: probe}
+	return &Failover{clients: clients, names: names, log: logger(log), moved: moved, probe: probe,
+		terms: make([]atomic.Uint64, len(clients))}
 }
 
 // probeEvery is how often Do asks the endpoint of a request that has not
@@ -98,7 +105,7 @@ func (f *Failover) do(ctx context.Context, timeout time.Duration, write bool, re
 	rctx, cancel := context.WithCancelCause(tctx)
 	defer cancel(nil)
 	if len(f.clients) > 1 && timeout > probeEvery {
-		stop := f.watch(rctx, cli, write, cancel)
+		stop := f.watch(rctx, i, write, cancel)
 		defer stop()
 	}
 	err := req(rctx, cli)
@@ -119,18 +126,19 @@ func (f *Failover) do(ctx context.Context, timeout time.Duration, write bool, re
 	return err
 }
 
-// watch probes cli every probeEvery while ctx lives, from probeEvery on,
-// and cancels ctx when a probe gets no answer, or, for a write, a raft
-// term other than the first probe's. A request that comes back at once
-// costs a timer. stop ends it.
-func (f *Failover) watch(ctx context.Context, cli *clientv3.Client, write bool, cancel context.CancelCauseFunc) (stop func()) {
+// watch probes endpoint i every probeEvery while ctx lives, from
+// probeEvery on, and cancels ctx when a probe gets no answer, or, for a
+// write, a raft term other than the one known when it was sent (the last
+// probe's of i, else the first of this request's). A request that comes
+// back at once costs a timer. stop ends it.
+func (f *Failover) watch(ctx context.Context, i int, write bool, cancel context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
+	first := f.terms[i].Load()
 	t := time.AfterFunc(probeEvery, func() {
 		tick := time.NewTicker(probeEvery)
 		defer tick.Stop()
-		var first uint64
 		for {
-			term, ok := f.probe(cli)
+			term, ok := f.answers(i)
 			switch {
 			case ctx.Err() != nil:
 				return
@@ -199,7 +207,7 @@ func (f *Failover) move(from int, reason string, err error) {
 	}
 	to := (from + 1) % len(f.clients)
 	for k := 1; k < len(f.clients); k++ {
-		if j := (from + k) % len(f.clients); answers(f.clients[j]) {
+		if j := (from + k) % len(f.clients); f.answerable(j) {
 			to = j
 			break
 		}
@@ -212,17 +220,25 @@ func (f *Failover) move(from int, reason string, err error) {
 // store, without its peers, in well under a millisecond.
 const answerTimeout = 500 * time.Millisecond
 
-// answers is whether the endpoint answers a serializable read at once. Any
-// answer counts, a refusal too (the read is of a key the user may not be
-// granted, as etcdctl's endpoint health reads it): a frozen member gives
-// none.
-func answers(cli *clientv3.Client) bool {
-	_, ok := raftTerm(cli, "health")
+// answers is whether endpoint i answers a serializable read at once, with
+// the raft term its answer carried, which it keeps. Any answer counts, a
+// refusal too (0, no term): a frozen member gives none.
+func (f *Failover) answers(i int) (term uint64, ok bool) {
+	term, ok = f.probe(f.clients[i])
+	if term != 0 {
+		f.terms[i].Store(term)
+	}
+	return term, ok
+}
+
+func (f *Failover) answerable(i int) bool {
+	_, ok := f.answers(i)
 	return ok
 }
 
-// raftTerm is answers for a read of key, with the raft term the
-// endpoint's answer carried, 0 with a refusal.
+// raftTerm reads key from cli, serializable, within answerTimeout: ok is
+// whether the endpoint answered (a refusal is an answer), term the raft
+// term its answer carried, 0 with a refusal.
 func raftTerm(cli *clientv3.Client, key string) (uint64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), answerTimeout)
 	defer cancel()

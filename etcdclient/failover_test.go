@@ -311,3 +311,31 @@ func TestFailoverProbeKeyUnderAuth(t *testing.T) {
 		t.Errorf("probe of health, refused: term %d, answered %v; want an answer without a term", term, ok)
 	}
 }
+
+// An election between a write's send and its first probe is seen too: the
+// write's probes compare with the term an earlier probe of its endpoint
+// saw (here the read that chose it).
+func TestFailoverWriteSeesAnElectionBeforeItsFirstProbe(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, _, _ := failover(a.Client, b.Client)
+	var term atomic.Uint64
+	term.Store(5)
+	f.probe = func(*clientv3.Client) (uint64, bool) { return term.Load(), true }
+	if _, ok := f.answers(0); !ok {
+		t.Fatal("no answer")
+	}
+	term.Store(6) // elected before the write's first probe
+	a.Lost.Store(true)
+	start := time.Now()
+	err := f.DoWrite(context.Background(), 5*time.Second, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Put(ctx, "/k", "v")
+		return err
+	})
+	if !errors.Is(err, ErrLeaderChanged) {
+		t.Fatalf("a write sent in term 5 and probed in term 6: %v, want ErrLeaderChanged", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the write ended after %v, want about %v", d, probeEvery)
+	}
+}
