@@ -39,6 +39,14 @@ func put(ctx context.Context, f *Failover, timeout time.Duration, key string) er
 	})
 }
 
+// putWrite is put through DoWrite.
+func putWrite(ctx context.Context, f *Failover, timeout time.Duration, key string) error {
+	return f.DoWrite(ctx, timeout, func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Put(ctx, key, "v")
+		return err
+	})
+}
+
 // Requests that wait on a frozen member together time out together; the
 // first to come back moves the writer on, once, and the retries all go to
 // the next endpoint, which takes them at once.
@@ -246,10 +254,7 @@ func TestFailoverWriteEndsOnLeaderChange(t *testing.T) {
 	}
 	a.Lost.Store(true) // its writes wait; its reads are answered
 	start := time.Now()
-	err := f.DoWrite(context.Background(), 10*time.Second, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.Put(ctx, "/k", "v")
-		return err
-	})
+	err := putWrite(context.Background(), f, 10*time.Second, "/k")
 	if !errors.Is(err, ErrLeaderChanged) {
 		t.Fatalf("a write across a leader change: %v, want ErrLeaderChanged", err)
 	}
@@ -328,10 +333,7 @@ func TestFailoverWriteSeesAnElectionBeforeItsFirstProbe(t *testing.T) {
 	term.Store(6) // elected before the write's first probe
 	a.Lost.Store(true)
 	start := time.Now()
-	err := f.DoWrite(context.Background(), 5*time.Second, func(ctx context.Context, cli *clientv3.Client) error {
-		_, err := cli.Put(ctx, "/k", "v")
-		return err
-	})
+	err := putWrite(context.Background(), f, 5*time.Second, "/k")
 	if !errors.Is(err, ErrLeaderChanged) {
 		t.Fatalf("a write sent in term 5 and probed in term 6: %v, want ErrLeaderChanged", err)
 	}
