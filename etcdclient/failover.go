@@ -39,6 +39,9 @@ type Failover struct {
 	// was sent, so that an election between its send and its first probe
 	// is seen too.
 	terms []atomic.Uint64
+	// termless is set once a probe is refused (the user may not read the
+	// probe key): probes tell no term, and a write need not wait for one.
+	termless atomic.Bool
 
 	mu  sync.Mutex
 	cur int
@@ -128,12 +131,23 @@ func (f *Failover) do(ctx context.Context, timeout time.Duration, write bool, re
 
 // watch probes endpoint i every probeEvery while ctx lives, from
 // probeEvery on, and cancels ctx when a probe gets no answer, or, for a
-// write, a raft term other than the one known when it was sent (the last
-// probe's of i, else the first of this request's). A request that comes
-// back at once costs a timer. stop ends it.
+// write, a raft term other than the one known when it was sent: the last
+// probe's of i. A write to an endpoint not yet probed probes it before it
+// is sent. Its first periodic probe could come after an election (a
+// follower forwards the write to a leader frozen for most of the
+// election timeout already), and compared with the new term it would
+// wait out its timeout: what a CI run saw of the first write a publisher
+// sent after its leader froze. A request that comes back at once costs a
+// timer. stop ends it.
 func (f *Failover) watch(ctx context.Context, i int, write bool, cancel context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	first := f.terms[i].Load()
+	if write && first == 0 && !f.termless.Load() {
+		var ok bool
+		if first, ok = f.answers(i); !ok {
+			cancel(fmt.Errorf("%w: no answer to a read within %v", ErrNotAnswering, answerTimeout))
+		}
+	}
 	t := time.AfterFunc(probeEvery, func() {
 		tick := time.NewTicker(probeEvery)
 		defer tick.Stop()
@@ -225,8 +239,11 @@ const answerTimeout = 500 * time.Millisecond
 // refusal too (0, no term): a frozen member gives none.
 func (f *Failover) answers(i int) (term uint64, ok bool) {
 	term, ok = f.probe(f.clients[i])
-	if term != 0 {
+	switch {
+	case term != 0:
 		f.terms[i].Store(term)
+	case ok:
+		f.termless.Store(true)
 	}
 	return term, ok
 }

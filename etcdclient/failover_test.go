@@ -341,3 +341,45 @@ func TestFailoverWriteSeesAnElectionBeforeItsFirstProbe(t *testing.T) {
 		t.Errorf("the write ended after %v, want about %v", d, probeEvery)
 	}
 }
+
+// A write to an endpoint no probe has asked yet learns its term before it
+// is sent: an election before the first periodic probe is seen too.
+func TestFailoverFirstWriteKnowsItsTerm(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, _, _ := failover(a.Client, b.Client)
+	start := time.Now()
+	const elected = probeEvery / 2
+	f.probe = func(*clientv3.Client) (uint64, bool) {
+		if time.Since(start) < elected {
+			return 5, true
+		}
+		return 6, true
+	}
+	a.Lost.Store(true)
+	err := putWrite(context.Background(), f, 5*time.Second, "/k")
+	if !errors.Is(err, ErrLeaderChanged) {
+		t.Fatalf("the first write, sent in term 5 with term 6 elected %v later: %v, want ErrLeaderChanged", elected, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the write ended after %v, want about %v", d, probeEvery)
+	}
+}
+
+// When the probes are refused (the user may not read the probe key), they
+// tell no term, and writes stop asking for one before they are sent.
+func TestFailoverTermlessWritesGoAtOnce(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, _, _ := failover(a.Client, b.Client)
+	var probes atomic.Int64
+	f.probe = func(*clientv3.Client) (uint64, bool) { probes.Add(1); return 0, true }
+	for i := range 5 {
+		if err := putWrite(context.Background(), f, 5*time.Second, "/k"); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if n := probes.Load(); n != 1 {
+		t.Errorf("%d probes for five quick writes with refused probes, want 1 (the first write's)", n)
+	}
+}
