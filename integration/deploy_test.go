@@ -553,21 +553,35 @@ func deployCheckRBAC(t *testing.T, kube kubernetes.Interface) {
 		{"get", "", "configmaps", "", false},
 		{"create", "coordination.k8s.io", "leases", "", false},
 	} {
-		r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:   "system:serviceaccount:etcdns:publisher",
-				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:etcdns", "system:authenticated"},
-				ResourceAttributes: &authorizationv1.ResourceAttributes{
-					Namespace: "default", Verb: c.verb, Group: c.group, Resource: c.resource, Name: c.name,
+		allowed := func() bool {
+			r, err := kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{
+					User:   "system:serviceaccount:etcdns:publisher",
+					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:etcdns", "system:authenticated"},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{
+						Namespace: "default", Verb: c.verb, Group: c.group, Resource: c.resource, Name: c.name,
+					},
 				},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+			}, metav1.CreateOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r.Status.Allowed
 		}
-		if r.Status.Allowed != c.allowed {
-			t.Errorf("publisher %s %s.%s %q: allowed %v, want %v", c.verb, c.resource, c.group, c.name, r.Status.Allowed, c.allowed)
+		if !c.allowed {
+			if allowed() {
+				t.Errorf("publisher %s %s.%s %q: allowed, want denied", c.verb, c.resource, c.group, c.name)
+			}
+			continue
 		}
+		// The authorizer reads the roles just applied from its own
+		// informers: a grant shows a moment later, a denial never turns.
+		waitFor(t, 10*time.Second, func() error {
+			if !allowed() {
+				return fmt.Errorf("publisher %s %s.%s %q: denied, want allowed", c.verb, c.resource, c.group, c.name)
+			}
+			return nil
+		})
 	}
 }
 

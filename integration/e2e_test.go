@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -275,6 +276,35 @@ func waitFor(t *testing.T, d time.Duration, f func() error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// publisherWritten waits until the publisher whose metrics are served at
+// base (http://host:port) has done its first full reconcile. Its /readyz
+// answers sooner: a replica that still campaigns for the lead is ready too.
+func publisherWritten(t *testing.T, base string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, func() error {
+		if faultMetric(t, base, "etcdns_publisher_sync_duration_seconds") == 0 {
+			return fmt.Errorf("the publisher at %s has not done a full reconcile", base)
+		}
+		return nil
+	})
+}
+
+// dnsdCaughtUp waits until the dnsd whose metrics are served at base has
+// applied every write etcd had taken when it was called.
+func dnsdCaughtUp(t *testing.T, cli *clientv3.Client, base string) {
+	t.Helper()
+	r, err := cli.Get(context.Background(), "/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if got := faultMetric(t, base, "etcdns_dnsd_etcd_revision"); got < float64(r.Header.Revision) {
+			return fmt.Errorf("dnsd at %s is at revision %v, etcd was at %d", base, got, r.Header.Revision)
+		}
+		return nil
+	})
 }
 
 func matrixRow(c check, same bool, coredns string, kubeSame bool, kube string) string {

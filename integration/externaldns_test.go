@@ -183,5 +183,7 @@ new.xdns.test A 10.3.0.30
 			time.Sleep(time.Millisecond)
 		}
 	}
+	// Every name, not only the three above, as of external-dns's exit.
+	dnsdCaughtUp(t, cli, d.Metrics)
 	compare()
 }

@@ -269,6 +269,13 @@ func TestFaultCompactedWhileDisconnected(t *testing.T) {
 	if n := faultMetric(t, d.Metrics, `etcdns_dnsd_watch_restarts_total{reason="compacted"}`); n <= restarts {
 		t.Errorf("watch restarts %v, before the cut %v: dnsd did not relist", n, restarts)
 	}
+	// The new answers are served before the relist's line is written.
+	waitFor(t, 5*time.Second, func() error {
+		if !strings.Contains(faultLog(t, d.Process), "relisted all zones") {
+			return fmt.Errorf("no %q in dnsd's log", "relisted all zones")
+		}
+		return nil
+	})
 	log := faultLog(t, d.Process)
 	lost, relisted := faultLogTime(t, log, "watch lost; relisting"), faultLogTime(t, log, "relisted all zones")
 	if !strings.Contains(log, "required revision has been compacted") {
@@ -539,6 +546,8 @@ func TestFaultPausedLeaderFenced(t *testing.T) {
 	proxy := harness.StartProxy(t, strings.TrimPrefix(etcd.Endpoint, "http://"))
 	// A 2s lease (the least the publisher takes) keeps the freeze short.
 	p1, m1 := faultPublisher(t, "http://"+proxy.Addr, api, true, "--publisher.lease-ttl=2s")
+	// Ready is not leading: the first replica leads before the second starts.
+	publisherWritten(t, m1)
 	p2, m2 := faultPublisher(t, etcd.Endpoint, api, true, "--publisher.lease-ttl=2s")
 	if l := faultLeader(t, cli); !strings.HasSuffix(l, fmt.Sprintf("/%d", p1.Pid())) {
 		t.Fatalf("leader %q, want the first replica (pid %d)", l, p1.Pid())
@@ -676,8 +685,10 @@ func faultBuilder(t *testing.T) kube.Builder {
 	return b
 }
 
-// faultPublisher starts the built publisher of cluster "it". With ready it waits for /readyz (the first full reconcile done), else
-// only for the metrics endpoint. It returns the metrics URL.
+// faultPublisher starts the built publisher of cluster "it". With ready it
+// waits for /readyz (its source synced: a replica that campaigns is ready
+// too; publisherWritten waits for a leader's first reconcile), else only
+// for the metrics endpoint. It returns the metrics URL.
 func faultPublisher(t *testing.T, endpoint string, api *harness.KubeAPIServer, ready bool, extra ...string) (*harness.Process, string) {
 	t.Helper()
 	metrics := fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))

@@ -129,9 +129,14 @@ func TestFederation(t *testing.T) {
 	// queries reach it as from outside every cluster.
 	outside := fedDnsd(t, records, "east", east.prefix, "--dnsd.internal-clients", "10.244.0.0/16")
 
+	// Each dnsd watches on its own: all three must have seen both
+	// clusters' writes (a cluster's load balancer and shard are one
+	// transaction) before their answers are compared.
 	waitFor(t, 30*time.Second, func() error {
-		if _, got := askFed(t, "udp", outside, fedName, ""); len(got) != 2 {
-			return fmt.Errorf("external addresses %v, want both clusters'", got)
+		for _, d := range []string{outside, east.dnsd, west.dnsd} {
+			if _, got := askFed(t, "udp", d, fedName, ""); len(got) != 2 {
+				return fmt.Errorf("%s answers %v, want an address of each cluster", d, got)
+			}
 		}
 		return nil
 	})

@@ -127,6 +127,8 @@ func TestMonitoringMetricsExist(t *testing.T) {
 		"--etcd.endpoints=" + etcd.Endpoint, "--publisher.source=files:" + filepath.Join(root, "examples"),
 		"--cluster.id=it", "--publisher.metrics-listen=" + strings.TrimPrefix(pubMetrics, "http://"),
 	}, nil, func() error { return harness.HTTPOK(pubMetrics + "/readyz") })
+	// Its transaction counters appear with its first write.
+	publisherWritten(t, pubMetrics)
 	// A value that is no record, so the malformed counter has its zone.
 	cli := etcd.Client(t)
 	if _, err := cli.Put(context.Background(), "/skydns/local/cluster/svc/default/broken/x", "{not json"); err != nil {

@@ -11,9 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/miekg/dns"
 
 	"github.com/etcdns/etcdns/integration/harness"
 )
@@ -40,12 +37,10 @@ func TestShadow(t *testing.T) {
     }
 }
 `)
-	waitFor(t, 30*time.Second, func() error {
-		if r := ask(t, "udp", d.Addr, "api.apps.svc.cluster.local.", dns.TypeA); len(r.Answer) != 1 {
-			return fmt.Errorf("dnsd does not answer api.apps yet: %v", r)
-		}
-		return nil
-	})
+	// Every record written, and seen by dnsd: each name shadow asks is
+	// then settled on both sides.
+	publisherWritten(t, "http://"+pubMetrics)
+	dnsdCaughtUp(t, etcd.Client(t), d.Metrics)
 
 	bin := harness.BuildBinary(t, "./cmd/dnsd")
 	shadow := func(args ...string) (stdout, stderr string, code int) {

@@ -65,7 +65,12 @@ func StartKubeAPIServer(t testing.TB, etcd *Etcd) *KubeAPIServer {
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
 	}}
 	k.Process = StartProcess(t, bin, args, nil, func() error {
-		return getOK(client, k.URL+"/readyz", k.Token)
+		if err := getOK(client, k.URL+"/readyz", k.Token); err != nil {
+			return err
+		}
+		// The API server creates its own service only once it is ready;
+		// tests count on it being there from the start.
+		return getOK(client, k.URL+"/api/v1/namespaces/default/services/kubernetes", k.Token)
 	})
 	return k
 }
