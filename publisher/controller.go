@@ -50,6 +50,7 @@ type Controller struct {
 	pending map[string]time.Time       // unit -> first unprocessed change
 	waiting map[string]map[string]bool // key held by someone else -> units that want it
 	unsure  map[string]unsure          // unit -> its transactions that may have committed
+	failing map[string]bool            // units waiting out a retry's delay
 	queue   workqueue.TypedRateLimitingInterface[string]
 
 	synced     atomic.Bool // the source's initial state is loaded
@@ -136,6 +137,7 @@ func (c *Controller) Lead(ctx context.Context, term *elect.Term) error {
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "publisher"})
 	c.mu.Lock()
 	c.queue, c.pending, c.waiting, c.unsure = q, map[string]time.Time{}, map[string]map[string]bool{}, map[string]unsure{}
+	c.failing = map[string]bool{}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -153,6 +155,11 @@ func (c *Controller) Lead(ctx context.Context, term *elect.Term) error {
 	c.reconciled.Store(true)
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.retryOnRecovery(ctx, q)
+	}()
 	for range c.o.Workers {
 		wg.Add(1)
 		go func() {
@@ -180,6 +187,9 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 	switch {
 	case err == nil:
 		q.Forget(unit)
+		c.mu.Lock()
+		delete(c.failing, unit)
+		c.mu.Unlock()
 	case errors.Is(err, etcdstore.ErrFenced) || etcdclient.IsDenied(err):
 		stop(err)
 		return false
@@ -187,9 +197,61 @@ func (c *Controller) work(ctx context.Context, q workqueue.TypedRateLimitingInte
 		return false
 	default:
 		c.log.Warn("reconcile failed; will retry", "unit", unit, "err", err, "retries", q.NumRequeues(unit))
-		q.AddRateLimited(unit)
+		c.requeue(unit)
 	}
 	return true
+}
+
+// recoveryProbeEvery is how often etcd is read while units wait to be
+// retried (retryOnRecovery).
+const recoveryProbeEvery = time.Second
+
+// retryOnRecovery retries at once every unit that waits out a retry's
+// delay when etcd answers again after it did not. The delays double with
+// each failure, so a unit that failed all through an outage would be
+// retried as long after etcd's return as the outage had lasted (30 s at
+// most): a Service created while etcd had lost its quorum would be
+// published that late. While units wait, it reads a key of the cluster's
+// first range every recoveryProbeEvery, linearizably (a quorum and a
+// leader answer it); after a read that failed, the first that succeeds
+// retries them. A unit that fails while etcd answers keeps its delays.
+func (c *Controller) retryOnRecovery(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
+	tick := time.NewTicker(recoveryProbeEvery)
+	defer tick.Stop()
+	down := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		waiting := len(c.failing)
+		c.mu.Unlock()
+		if waiting == 0 {
+			down = false
+			continue
+		}
+		_, _, _, err := c.o.Store.Get(ctx, []string{c.o.Ranges[0]})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			down = true
+		case down:
+			down = false
+			c.mu.Lock()
+			units := make([]string, 0, len(c.failing))
+			for u := range c.failing {
+				units = append(units, u)
+			}
+			c.mu.Unlock()
+			c.log.Info("etcd answers again; retrying the units that failed now", "units", len(units))
+			for _, u := range units {
+				q.Add(u)
+			}
+		}
+	}
 }
 
 func (c *Controller) load(ctx context.Context) error {
@@ -343,9 +405,13 @@ feed:
 	return nil
 }
 
+// requeue retries unit after a delay that doubles with each failure.
 func (c *Controller) requeue(unit string) {
 	c.mu.Lock()
 	q := c.queue
+	if q != nil {
+		c.failing[unit] = true
+	}
 	c.mu.Unlock()
 	if q != nil {
 		q.AddRateLimited(unit)

@@ -1018,20 +1018,31 @@ func describeSlice(s *discoveryv1.EndpointSlice) string {
 // etcdLosesReply lets the next one commit and then reports a failure (a
 // reply lost to a timeout or a dropped connection: etcd has it, the
 // publisher does not know), and turns into after; etcdDown fails every one
-// before it reaches etcd until the test sets etcdUp.
+// before it reaches etcd until the test sets etcdUp; etcdGone fails every
+// request, reads too, as a cluster without a quorum does.
 type lostReply struct {
-	mode  atomic.Int32
-	after int32 // the mode etcdLosesReply turns into
+	mode    atomic.Int32
+	after   int32        // the mode etcdLosesReply turns into
+	refused atomic.Int64 // writes failed while etcdDown or etcdGone
 }
 
 const (
 	etcdUp int32 = iota
 	etcdLosesReply
 	etcdDown
+	etcdGone
 )
 
 func (l *lostReply) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if txn, ok := req.(*pb.TxnRequest); !ok || method != "/etcdserverpb.KV/Txn" || !writes(txn) {
+	txn, ok := req.(*pb.TxnRequest)
+	write := ok && method == "/etcdserverpb.KV/Txn" && writes(txn)
+	if l.mode.Load() == etcdGone {
+		if write {
+			l.refused.Add(1)
+		}
+		return status.Error(codes.Unavailable, "injected: etcd has no leader")
+	}
+	if !write {
 		return invoke(ctx, method, req, reply, cc, opts...)
 	}
 	switch {
@@ -1041,6 +1052,7 @@ func (l *lostReply) intercept(ctx context.Context, method string, req, reply any
 		}
 		return status.Error(codes.Unavailable, "injected: committed, reply lost")
 	case l.mode.Load() == etcdDown:
+		l.refused.Add(1)
 		return status.Error(codes.Unavailable, "injected: etcd unreachable")
 	}
 	return invoke(ctx, method, req, reply, cc, opts...)
@@ -1086,6 +1098,26 @@ func TestConvergeLostReplyLeavesNothingStale(t *testing.T) {
 	})
 	l.mode.Store(etcdUp)
 	waitDump(t, cli, want(t, p.b, hl, sl))
+}
+
+// TestConvergeRetriesWhenEtcdReturns: a change made while etcd answers
+// nothing is written as soon as it answers again, not after the retry
+// delay its failures have doubled to meanwhile.
+func TestConvergeRetriesWhenEtcdReturns(t *testing.T) {
+	cli := startEtcd(t)
+	l := &lostReply{}
+	p, kc, hl := startDB(t, cli, l.intercept)
+	l.mode.Store(etcdGone)
+	sl := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.11"))
+	// The first write and its retries 0.1, 0.3, 0.7, 1.5, 3.1 and 6.3 s
+	// after it fail: the next retry is due 6.4 s later.
+	waitFor(t, "seven failed writes", func() bool { return l.refused.Load() >= 7 })
+	l.mode.Store(etcdUp)
+	back := time.Now()
+	waitDump(t, cli, want(t, p.b, hl, sl))
+	if d := time.Since(back); d > 3*time.Second {
+		t.Errorf("the change reached etcd %v after etcd answered again, want within %v and a write", d.Round(time.Millisecond), recoveryProbeEvery)
+	}
 }
 
 // TestConvergeLostReplyFreesKeys: a PTR two services want is held by the
