@@ -62,7 +62,18 @@ func TestGRPCProxy(t *testing.T) {
 	for range 3 {
 		ds = append(ds, faultDnsd(t, proxy.Endpoint))
 		answerAll(ds[len(ds)-1:], 5*time.Second, a("kubernetes", "10.96.0.1"), a("gone", "10.96.1.20"), nx("fresh"))
-		// dnsd is ready once loaded; its watch follows at once.
+		// dnsd is ready once loaded; its watch follows.
+		if len(ds) == 1 {
+			waitFor(t, 10*time.Second, func() error {
+				if n := etcdWatchers(); n <= before {
+					return fmt.Errorf("etcd's watchers %v, as before the first frontend", n)
+				}
+				return nil
+			})
+		}
+		// A wait, not a poll: the first frontend's watchers (one a prefix)
+		// are created in turn, and the second and third must add none,
+		// which only a wait can show.
 		time.Sleep(500 * time.Millisecond)
 		after = append(after, etcdWatchers())
 	}
@@ -100,7 +111,12 @@ func TestGRPCProxy(t *testing.T) {
 		got := func(c *clientv3.Client) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			wch := c.Watch(ctx, "/elsewhere/", clientv3.WithPrefix())
+			wch := c.Watch(ctx, "/elsewhere/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+			// Created before the put: a watch from no revision starts where
+			// etcd is when it creates it, which may be after the put.
+			if wr := <-wch; !wr.Created {
+				t.Fatalf("watch: %v %v, want it created", wr.Err(), wr.Events)
+			}
 			// An event first, so that the watch stream is up before the
 			// request (clientv3 drops a request without a stream).
 			if _, err := cli.Put(ctx, "/elsewhere/b", "1"); err != nil {
@@ -235,8 +251,20 @@ func TestGRPCProxyRequireLeader(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
 	defer cancel()
-	wd := direct.Watch(ctx, "/k")
-	wp := proxied.Watch(ctx, "/k")
+	wd := direct.Watch(ctx, "/k", clientv3.WithCreatedNotify())
+	wp := proxied.Watch(ctx, "/k", clientv3.WithCreatedNotify())
+	// Created before the put: a watch from no revision starts where etcd
+	// is when it creates it, which may be after the put.
+	for name, wch := range map[string]clientv3.WatchChan{"direct": wd, "through the proxy": wp} {
+		select {
+		case wr := <-wch:
+			if !wr.Created {
+				t.Fatalf("%s: %v %v, want it created", name, wr.Err(), wr.Events)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: not created", name)
+		}
+	}
 	if _, err := direct.Put(context.Background(), "/k", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -435,8 +463,15 @@ func proxySharesLoads(t *testing.T, pages float64, args ...string) {
 		return faultAnswers(first.Addr, []check{a("kubernetes", "10.96.0.1"), a("s299", "10.96.11.50")})
 	})
 	// Its stream is quiet: its first liveness read (serializable, so
-	// cached too) has been made before the second frontend starts.
-	time.Sleep(1500 * time.Millisecond)
+	// cached too) has been made before the second frontend starts. It
+	// reads the same key each interval, so its first hit follows that
+	// miss; the load's pages are each read once.
+	waitFor(t, 10*time.Second, func() error {
+		if h, _ := cache(); h <= h0 {
+			return fmt.Errorf("no cache hit since the first frontend started: its liveness reads have not come round twice")
+		}
+		return nil
+	})
 	h1, m1 := cache()
 	faultChange(t, cli, nil, svc("fresh", "10.96.1.30"))
 	second := faultDnsd(t, proxy.Endpoint, args...)

@@ -26,7 +26,17 @@ func TestGRPCProxy(t *testing.T) {
 	if got := e.Etcdctl(t, "get", "--print-value-only", "/harness/via-proxy"); got != "1" {
 		t.Fatalf("etcd has %q, want %q", got, "1")
 	}
-	wch := pc.Watch(ctx, "/harness/", clientv3.WithPrefix())
+	wch := pc.Watch(ctx, "/harness/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	// Created before the put: a watch from no revision starts where etcd
+	// is when it creates it, which may be after the put.
+	select {
+	case wr := <-wch:
+		if !wr.Created {
+			t.Fatalf("watch through the proxy: %v %v, want it created", wr.Err(), wr.Events)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("watch through the proxy not created after 10s")
+	}
 	e.Etcdctl(t, "put", "/harness/direct", "2")
 	select {
 	case wr := <-wch:
