@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -90,4 +91,66 @@ func TestPublisherLeaseOutlivesAFrozenMember(t *testing.T) {
 func keepAlives(t *testing.T, ep string) float64 {
 	t.Helper()
 	return faultMetric(t, ep, `grpc_server_msg_received_total{grpc_method="LeaseKeepAlive",grpc_service="etcdserverpb.Lease",grpc_type="bidi_stream"}`)
+}
+
+// TestPublisherWithoutElection: with publisher.leader-election false two
+// replicas both write, each fenced by an election key of its own under
+// the cluster's election prefix; `publisher withdraw` refuses while they
+// run, and their keys go when they stop.
+func TestPublisherWithoutElection(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	cli := etcd.Client(t)
+	bin := harness.BuildBinary(t, "./cmd/publisher")
+	start := func() (*harness.Process, string) {
+		metrics := fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t))
+		p := harness.StartProcess(t, bin, []string{
+			"--etcd.endpoints=" + etcd.Endpoint,
+			"--publisher.source=files:" + filepath.Join(harness.RepoRoot(t), "examples"),
+			"--cluster.id=it", "--publisher.leader-election=false",
+			"--publisher.metrics-listen=" + strings.TrimPrefix(metrics, "http://"),
+		}, nil, func() error { return harness.HTTPOK(metrics + "/readyz") })
+		return p, metrics
+	}
+	p1, m1 := start()
+	p2, m2 := start()
+	for _, m := range []string{m1, m2} {
+		publisherWritten(t, m)
+		if v := faultMetric(t, m, "etcdns_publisher_leader"); v != 1 {
+			t.Errorf("etcdns_publisher_leader of the replica at %s is %v, want 1: every replica writes", m, v)
+		}
+	}
+	writers := func() map[string]string {
+		resp, err := cli.Get(context.Background(), elect.Key("it")+"/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, kv := range resp.Kvs {
+			got[string(kv.Key)] = string(kv.Value)
+		}
+		return got
+	}
+	got := writers()
+	pids := map[string]bool{}
+	for k, v := range got {
+		host, pid, _ := strings.Cut(v, "/")
+		if !strings.HasPrefix(k, elect.Key("it")+"/writers/"+v+"/") || host == "" {
+			t.Errorf("election key %s = %s, want one under %s/writers/<its id>/", k, v, elect.Key("it"))
+		}
+		pids[pid] = true
+	}
+	if len(got) != 2 || !pids[fmt.Sprint(p1.Pid())] || !pids[fmt.Sprint(p2.Pid())] {
+		t.Errorf("election keys %v, want one of each replica (pids %d and %d)", got, p1.Pid(), p2.Pid())
+	}
+
+	out, err := exec.Command(bin, "withdraw", "--etcd.endpoints", etcd.Endpoint, "--cluster.id", "it").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "a publisher of this cluster is running") {
+		t.Errorf("withdraw while two writers run: %v\n%s\nwant it refused", err, out)
+	}
+
+	p1.Stop()
+	p2.Stop()
+	if got := writers(); len(got) != 0 {
+		t.Errorf("election keys after both stopped: %v", got)
+	}
 }

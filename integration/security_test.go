@@ -261,14 +261,31 @@ func TestEtcdSecurity(t *testing.T) {
 	}
 
 	// dnsd's read-only credentials in a publisher: it may read its
-	// cluster's tree, so the first write is what etcd refuses. (Without
-	// leader election, since the election key is a write too.)
+	// cluster's tree, so the first write is what etcd refuses. Without
+	// leader election too, that is the key of the replica's own election
+	// (the key its writes are fenced by).
 	reader := start(append(append(tlsFlags("a-dnsd"), clusterFlags("a", dirA)...),
 		"--publisher.metrics-listen=", "--publisher.leader-election=false")...)
 	line := refused(reader)
-	m := regexp.MustCompile(`^publisher: etcd refused the write to (\S+): user "a-dnsd" has no write permission there \(etcd auth\)$`).FindStringSubmatch(line)
+	if !regexp.MustCompile(`^publisher: etcd refused the write to /etcdns-election/a/writers/\S+/: user "a-dnsd" has no write permission there \(etcd auth\)$`).MatchString(line) {
+		t.Errorf("publisher with dnsd's credentials:\n got %s\nwant publisher: etcd refused the write to /etcdns-election/a/writers/<its id>/: user \"a-dnsd\" has no write permission there (etcd auth)", line)
+	}
+	// A user that may hold the election but only read the records (no
+	// role of docs/security.md): the first record write is refused, and
+	// the line names its key.
+	must(root.RoleAdd(ctx, "a-elector"))
+	for _, g := range []struct {
+		prefix string
+		perm   clientv3.PermissionType
+	}{{"/etcdns-election/a/", clientv3.PermissionType(clientv3.PermReadWrite)}, {"/skydns-a/", clientv3.PermissionType(clientv3.PermRead)}, {"/skydns/", clientv3.PermissionType(clientv3.PermRead)}} {
+		must(root.RoleGrantPermission(ctx, "a-elector", g.prefix, clientv3.GetPrefixRangeEnd(g.prefix), g.perm))
+	}
+	must(root.UserAddWithOptions(ctx, "a-elector", "", &clientv3.UserAddOptions{NoPassword: true}))
+	must(root.UserGrantRole(ctx, "a-elector", "a-elector"))
+	line = refused(start(append(append(tlsFlags("a-elector"), clusterFlags("a", dirA)...), "--publisher.metrics-listen=")...))
+	m := regexp.MustCompile(`^publisher: etcd refused the write to (\S+): user "a-elector" has no write permission there \(etcd auth\)$`).FindStringSubmatch(line)
 	if m == nil {
-		t.Errorf("publisher with dnsd's credentials:\n got %s\nwant publisher: etcd refused the write to <a key of A>: user \"a-dnsd\" has no write permission there (etcd auth)", line)
+		t.Errorf("publisher that may only read records:\n got %s\nwant publisher: etcd refused the write to <a key of A>: user \"a-elector\" has no write permission there (etcd auth)", line)
 	} else if _, ok := wantA[m[1]]; !ok {
 		t.Errorf("the refused write names %s, which is not a record of A: %v", m[1], wantA)
 	}

@@ -117,7 +117,8 @@ func (c *Controller) Leading() bool { return c.leading.Load() && c.reconciled.Lo
 // Lead writes while ctx lives: it loads what this cluster owns, reconciles
 // every unit (including orphans: owned sources without an object), then
 // follows changes. term's fence is added to every transaction (none when
-// term is nil: a single writer); it returns
+// term is nil, and then nothing moves a timed-out write out of the way
+// of a re-read: the publisher always runs with one); it returns
 // etcdstore.ErrFenced as soon as a transaction shows leadership was lost,
 // and an etcdclient.DeniedError as soon as etcd's auth refuses a request:
 // a missing grant is no failure of one unit that a retry could fix.

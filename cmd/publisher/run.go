@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -158,37 +159,24 @@ func run(ctx context.Context, cfg *config.Config) error {
 	// makes it loud instead (CrashLoopBackOff, the line in kubectl logs
 	// --previous), the kubelet's restart backoff is the retry, and the
 	// records already in etcd stay served meanwhile.
-	if !p.LeaderElection {
-		// A single writer: a failed term (etcd unreachable at load) is
-		// retried with backoff rather than ending the process.
-		backoff := time.Second
-		for {
-			err := terms.lead(ctx, nil)
-			if ctx.Err() != nil {
-				log.Info("stopped")
-				return nil
-			}
-			if etcdclient.IsDenied(err) {
-				return err
-			}
-			log.Warn("publishing stopped; retrying", "err", err, "in", backoff)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 30*time.Second)
-		}
-	}
 	host, _ := os.Hostname()
+	id := host + "/" + strconv.Itoa(os.Getpid())
 	el := &elect.Elector{
 		Client:  cli,
 		Cluster: zones.Cluster.Cluster,
-		ID:      host + "/" + strconv.Itoa(os.Getpid()),
+		ID:      id,
 		TTL:     p.LeaseTTL,
 		Log:     log,
 		User:    user,
 		Keepers: keepers,
+	}
+	if !p.LeaderElection {
+		// Every replica writes, each with an election of its own that it
+		// wins at once: its key is the fence settle moves (elect.Term),
+		// so a write a member held past its timeout cannot commit after
+		// the re-read. The random part keeps a restarted container (the
+		// same host and pid) from waiting on its predecessor's key.
+		el.Cluster = elect.Solo(zones.Cluster.Cluster, id+"/"+strconv.FormatUint(rand.Uint64()>>32, 16))
 	}
 	err = el.Run(ctx, terms.lead)
 	log.Info("stopped")

@@ -21,7 +21,7 @@ import (
 // writes with the fence of the term in force, and only during one.
 type leadership struct {
 	ctrl *publisher.Controller
-	term atomic.Pointer[*elect.Term] // nil: no term; a nil *Term: a single writer
+	term atomic.Pointer[*elect.Term] // nil: no term
 }
 
 // lead is ctrl.Lead, remembering the term while it runs.

@@ -44,6 +44,13 @@ type Elector struct {
 // Key is the election prefix of a cluster.
 func Key(cluster string) string { return Prefix + cluster }
 
+// Solo is the election, inside the cluster's, of a replica that runs
+// without leader election (publisher.leader-election: false): nobody else
+// campaigns there, so it leads at once, and its key fences its writes as
+// a leader's do. A one-off job's check for a running publisher
+// (Exclusive) sees it, since it reads the cluster's whole prefix.
+func Solo(cluster, id string) string { return cluster + "/writers/" + id }
+
 // Run campaigns until ctx ends. When ctx ends while leading it resigns, so
 // the next replica takes over at once instead of after the lease TTL. A
 // request etcd's auth refuses (the campaign, or one of lead's) ends it with

@@ -53,7 +53,7 @@ func won(e *concurrency.Election, lease clientv3.LeaseID, value string) *Term {
 func (t *Term) Key() string { return t.key }
 
 // Fence is the compare a write carries, and the epoch it stands for. A
-// nil Term (a single writer, no election) has none.
+// nil Term (a controller run without one, as some tests do) has none.
 func (t *Term) Fence() ([]clientv3.Cmp, int64) {
 	if t == nil {
 		return nil, 0
