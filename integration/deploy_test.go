@@ -1134,9 +1134,13 @@ func deployCoreDNS(t *testing.T, root string, kube kubernetes.Interface, url str
 		{"kubernetes.default.svc.cluster.local.", dns.TypeA, "10.96.0.1"},
 		{"1.0.96.10.in-addr.arpa.", dns.TypePTR, "kubernetes.default.svc.cluster.local."},
 	} {
-		if err := deployAnswer(c.Addr, q.name, q.qtype, q.want); err != nil {
-			t.Errorf("CoreDNS with deploy/coredns/Corefile: %v", err)
-		}
+		// The first query opens CoreDNS's TLS connection to etcd.
+		waitFor(t, 10*time.Second, func() error {
+			if err := deployAnswer(c.Addr, q.name, q.qtype, q.want); err != nil {
+				return fmt.Errorf("CoreDNS with deploy/coredns/Corefile: %w", err)
+			}
+			return nil
+		})
 	}
 }
 

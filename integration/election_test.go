@@ -61,11 +61,12 @@ func TestPublisherLeaseOutlivesAFrozenMember(t *testing.T) {
 	for i, m := range c.Members {
 		before[i] = keepAlives(t, m.Endpoint)
 	}
-	time.Sleep(ttl/3 + 500*time.Millisecond)
 	carrier := -1
-	for i, m := range c.Members {
-		if keepAlives(t, m.Endpoint) > before[i] {
-			carrier = i
+	for deadline := time.Now().Add(3 * ttl); carrier < 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for i, m := range c.Members {
+			if keepAlives(t, m.Endpoint) > before[i] {
+				carrier = i
+			}
 		}
 	}
 	if carrier < 0 {

@@ -486,9 +486,14 @@ func TestFaultPublisherKilledMidSync(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	p.Kill()
-	// A transaction sent just before the kill may still commit.
-	time.Sleep(500 * time.Millisecond)
+	// A transaction sent just before the kill may still commit: the count
+	// is taken once it holds still for half a second.
 	atKill := count()
+	for settled := time.Now(); time.Since(settled) < 500*time.Millisecond; time.Sleep(50 * time.Millisecond) {
+		if n := count(); n != atKill {
+			atKill, settled = n, time.Now()
+		}
+	}
 	t.Logf("killed the publisher %v after its start, with %d of %d records in etcd", time.Since(start).Round(time.Millisecond), atKill, len(want))
 	if atKill < len(want)/10 || atKill > len(want)*9/10 {
 		t.Fatalf("killed with %d of %d records: not mid-sync, the test proves nothing", atKill, len(want))

@@ -130,8 +130,10 @@ func TestPublisherKubernetes(t *testing.T) {
 	ctx := context.Background()
 	want := func() map[string]string { return expected(t, b, kc) }
 
-	// Two replicas: one leads, the other waits.
-	p1, _ := publisherProc(t, bin, etcd, api)
+	// Two replicas: the first leads (it has written before the second
+	// starts), the other waits.
+	p1, m1 := publisherProc(t, bin, etcd, api)
+	publisherWritten(t, "http://"+m1)
 	p2, _ := publisherProc(t, bin, etcd, api)
 	// The API server's own "kubernetes" service is published.
 	got := waitRecords(t, cli, want)
@@ -213,12 +215,24 @@ func TestPublisherKubernetes(t *testing.T) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	watch := cli.Watch(wctx, "/skydns/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	p3, _ := publisherProc(t, bin, etcd, api)
-	time.Sleep(time.Second)
+	p3, m3 := publisherProc(t, bin, etcd, api)
+	publisherWritten(t, "http://"+m3)
+	// A key put now comes after anything the restart wrote: it must be
+	// the first event.
+	const sentinel = "/skydns/zz-test-sentinel"
+	if _, err := cli.Put(ctx, sentinel, "x"); err != nil {
+		t.Fatal(err)
+	}
 	select {
-	case ev := <-watch:
-		t.Fatalf("restart wrote: %v", ev.Events)
-	default:
+	case wr := <-watch:
+		if len(wr.Events) == 0 || string(wr.Events[0].Kv.Key) != sentinel {
+			t.Fatalf("restart wrote: %v", wr.Events)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch saw nothing, not even the test's own put")
+	}
+	if _, err := cli.Delete(ctx, sentinel); err != nil {
+		t.Fatal(err)
 	}
 
 	// Orphans: a service deleted while no publisher runs is cleaned up by
