@@ -35,13 +35,12 @@ type Failover struct {
 	// may replace it.
 	probe func(*clientv3.Client) (term uint64, ok bool)
 	// terms are the raft terms the probes last saw, one an endpoint (0:
-	// none yet): a write's probes compare with the term known when it
-	// was sent, so that an election between its send and its first probe
-	// is seen too.
+	// none yet, or the probe was refused), and asked when a probe last
+	// answered (unix nanoseconds): a write's probes compare with the term
+	// known when it was sent, so that an election between its send and
+	// its first probe is seen too.
 	terms []atomic.Uint64
-	// termless is set once a probe is refused (the user may not read the
-	// probe key): probes tell no term, and a write need not wait for one.
-	termless atomic.Bool
+	asked []atomic.Int64
 
 	mu  sync.Mutex
 	cur int
@@ -60,7 +59,7 @@ func NewFailover(clients []*clientv3.Client, names []string, log *slog.Logger, m
 	}
 	probe := func(cli *clientv3.Client) (uint64, bool) { return raftTerm(cli, probeKey) }
 	return &Failover{clients: clients, names: names, log: logger(log), moved: moved, probe: probe,
-		terms: make([]atomic.Uint64, len(clients))}
+		terms: make([]atomic.Uint64, len(clients)), asked: make([]atomic.Int64, len(clients))}
 }
 
 // probeEvery is how often Do asks the endpoint of a request that has not
@@ -132,17 +131,18 @@ func (f *Failover) do(ctx context.Context, timeout time.Duration, write bool, re
 // watch probes endpoint i every probeEvery while ctx lives, from
 // probeEvery on, and cancels ctx when a probe gets no answer, or, for a
 // write, a raft term other than the one known when it was sent: the last
-// probe's of i. A write to an endpoint not yet probed probes it before it
-// is sent. Its first periodic probe could come after an election (a
-// follower forwards the write to a leader frozen for most of the
-// election timeout already), and compared with the new term it would
-// wait out its timeout: what a CI run saw of the first write a publisher
-// sent after its leader froze. A request that comes back at once costs a
-// timer. stop ends it.
+// probe's of i, if it answered within termFresh, else one made before the
+// write is sent. With no term known, the first periodic probe could come
+// after an election (a follower forwards the write to a leader frozen for
+// most of the election timeout already), and the write would wait out its
+// timeout: what a CI run saw of the first write a publisher sent after its
+// leader froze. An older term could be from before an election since,
+// and end a healthy write that is only slow. A request that comes back
+// at once costs a timer. stop ends it.
 func (f *Failover) watch(ctx context.Context, i int, write bool, cancel context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	first := f.terms[i].Load()
-	if write && first == 0 && !f.termless.Load() {
+	if write && time.Since(time.Unix(0, f.asked[i].Load())) > termFresh {
 		var ok bool
 		if first, ok = f.answers(i); !ok {
 			cancel(fmt.Errorf("%w: no answer to a read within %v", ErrNotAnswering, answerTimeout))
@@ -229,6 +229,11 @@ func (f *Failover) move(from int, reason string, err error) {
 	f.moveTo(from, to, reason, err)
 }
 
+// termFresh is how long a probe's term stands for its endpoint's: a write
+// sent later asks again first. Elections are rare, so this costs a
+// publisher that writes all the time one read a second an endpoint.
+const termFresh = time.Second
+
 // answerTimeout bounds the read that tells an endpoint that answers from
 // one that is frozen. A member answers a serializable read from its own
 // store, without its peers, in well under a millisecond.
@@ -239,11 +244,9 @@ const answerTimeout = 500 * time.Millisecond
 // refusal too (0, no term): a frozen member gives none.
 func (f *Failover) answers(i int) (term uint64, ok bool) {
 	term, ok = f.probe(f.clients[i])
-	switch {
-	case term != 0:
+	if ok {
 		f.terms[i].Store(term)
-	case ok:
-		f.termless.Store(true)
+		f.asked[i].Store(time.Now().UnixNano())
 	}
 	return term, ok
 }

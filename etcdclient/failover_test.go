@@ -367,7 +367,8 @@ func TestFailoverFirstWriteKnowsItsTerm(t *testing.T) {
 }
 
 // When the probes are refused (the user may not read the probe key), they
-// tell no term, and writes stop asking for one before they are sent.
+// tell no term; a refusal is an answer all the same, and writes sent soon
+// after it do not ask again.
 func TestFailoverTermlessWritesGoAtOnce(t *testing.T) {
 	u := startEmbedded(t)
 	a, b := freeze.New(t, u), freeze.New(t, u)
@@ -381,5 +382,31 @@ func TestFailoverTermlessWritesGoAtOnce(t *testing.T) {
 	}
 	if n := probes.Load(); n != 1 {
 		t.Errorf("%d probes for five quick writes with refused probes, want 1 (the first write's)", n)
+	}
+}
+
+// A term seen longer ago than termFresh is asked for again before a write
+// is sent: an election since must not end a write that is only slow.
+func TestFailoverStaleTermIsAskedAgain(t *testing.T) {
+	u := startEmbedded(t)
+	a, b := freeze.New(t, u), freeze.New(t, u)
+	f, _, moves := failover(a.Client, b.Client)
+	var term atomic.Uint64
+	term.Store(5)
+	f.probe = func(*clientv3.Client) (uint64, bool) { return term.Load(), true }
+	f.answers(0)
+	term.Store(6) // an election, and quick requests only since
+	time.Sleep(termFresh + 100*time.Millisecond)
+	err := f.DoWrite(context.Background(), 5*time.Second, func(ctx context.Context, cli *clientv3.Client) error {
+		select { // slow, past a few probes, but fine
+		case <-time.After(3 * probeEvery):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		_, err := cli.Put(ctx, "/k", "v")
+		return err
+	})
+	if err != nil || moves.Load() != 0 {
+		t.Errorf("a slow write sent in term 6, with term 5 seen %v before: %v, %d moves; want it to succeed where it was sent", termFresh, err, moves.Load())
 	}
 }
