@@ -213,9 +213,9 @@ const recoveryProbeEvery = time.Second
 // retried as long after etcd's return as the outage had lasted (30 s at
 // most): a Service created while etcd had lost its quorum would be
 // published that late. While units wait, it reads a key of the cluster's
-// first range every recoveryProbeEvery, linearizably (a quorum and a
-// leader answer it); after a read that failed, the first that succeeds
-// retries them. A unit that fails while etcd answers keeps its delays.
+// first range every recoveryProbeEvery (Store.Answers); after a read that
+// failed, the first that succeeds retries them, their delays back to the
+// first. A unit that fails while etcd answers keeps its delays.
 func (c *Controller) retryOnRecovery(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
 	tick := time.NewTicker(recoveryProbeEvery)
 	defer tick.Stop()
@@ -233,11 +233,11 @@ func (c *Controller) retryOnRecovery(ctx context.Context, q workqueue.TypedRateL
 			down = false
 			continue
 		}
-		_, _, _, err := c.o.Store.Get(ctx, []string{c.o.Ranges[0]})
+		ok := c.o.Store.Answers(ctx, c.o.Ranges[0])
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err != nil:
+		case !ok:
 			down = true
 		case down:
 			down = false
@@ -249,6 +249,7 @@ func (c *Controller) retryOnRecovery(ctx context.Context, q workqueue.TypedRateL
 			c.mu.Unlock()
 			c.log.Info("etcd answers again; retrying the units that failed now", "units", len(units))
 			for _, u := range units {
+				q.Forget(u) // a failure now is etcd's first since it returned
 				q.Add(u)
 			}
 		}

@@ -334,6 +334,17 @@ func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent
 	return s.get(ctx, ks, false)
 }
 
+// Answers is whether etcd answers a linearizable read of key now (a
+// quorum and a leader do). It goes through Client, not Endpoints: asked
+// over and over while etcd is down, it must not move the writes from one
+// endpoint to the next, nor log each time it fails.
+func (s *Store) Answers(ctx context.Context, key string) bool {
+	rctx, cancel := context.WithTimeout(ctx, s.writeTimeout())
+	defer cancel()
+	_, err := s.Client.Get(rctx, key, clientv3.WithCountOnly())
+	return err == nil
+}
+
 // GetOrdered is Get ordered after every transaction the member it goes to
 // took before it, as the keys of a transaction whose outcome was lost must
 // be read: the client gave up on it, but etcd may still hold it, proposed
