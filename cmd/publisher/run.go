@@ -176,7 +176,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		// so a write a member held past its timeout cannot commit after
 		// the re-read. The random part keeps a restarted container (the
 		// same host and pid) from waiting on its predecessor's key.
-		el.Cluster = elect.Solo(zones.Cluster.Cluster, id+"/"+strconv.FormatUint(rand.Uint64()>>32, 16))
+		el.Solo = id + "/" + strconv.FormatUint(rand.Uint64()>>32, 16)
 	}
 	err = el.Run(ctx, terms.lead)
 	log.Info("stopped")

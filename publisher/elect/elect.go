@@ -39,17 +39,34 @@ type Elector struct {
 	// next when one does not answer: clients pinned to one member each
 	// (etcdclient.DialEach). None: Client renews it.
 	Keepers []*clientv3.Client
+	// Solo, when set, names an election of this replica's own inside the
+	// cluster's (publisher.leader-election: false): nobody else campaigns
+	// there, so it leads at once, and its key fences its writes as a
+	// leader's do. A one-off job's check for a running publisher
+	// (Exclusive) sees it, since it reads the cluster's whole prefix; a
+	// replica that does run the election waits behind it.
+	Solo string
 }
 
 // Key is the election prefix of a cluster.
 func Key(cluster string) string { return Prefix + cluster }
 
-// Solo is the election, inside the cluster's, of a replica that runs
-// without leader election (publisher.leader-election: false): nobody else
-// campaigns there, so it leads at once, and its key fences its writes as
-// a leader's do. A one-off job's check for a running publisher
-// (Exclusive) sees it, since it reads the cluster's whole prefix.
-func Solo(cluster, id string) string { return cluster + "/writers/" + id }
+// key is the prefix this Elector campaigns under.
+func (el *Elector) key() string {
+	if el.Solo != "" {
+		return Key(el.Cluster) + "/writers/" + el.Solo
+	}
+	return Key(el.Cluster)
+}
+
+// Retries after a term that ended in an error wait retryFirst, doubling up
+// to retryMax while terms keep ending so within a minute: with leader
+// election off every replica leads, and a load that fails must not be
+// repeated by all of them every second.
+const (
+	retryFirst = time.Second
+	retryMax   = 30 * time.Second
+)
 
 // Run campaigns until ctx ends. When ctx ends while leading it resigns, so
 // the next replica takes over at once instead of after the lease TTL. A
@@ -65,6 +82,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		ttl = 2
 	}
 	var stale []clientv3.LeaseID // see release
+	retry := retryFirst
 	for ctx.Err() == nil {
 		sess, err := concurrency.NewSession(el.Client, concurrency.WithTTL(ttl), concurrency.WithContext(ctx))
 		if err != nil {
@@ -81,7 +99,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		kctx, kcancel := context.WithCancel(ctx) // the session's end ends it: a stale lease must expire
 		lost := el.keep(kctx, sess.Lease(), time.Duration(ttl)*time.Second, log)
 		stale = el.revokeStale(ctx, stale, log)
-		e := concurrency.NewElection(sess, Key(el.Cluster))
+		e := concurrency.NewElection(sess, el.key())
 		// A session that expires while campaigning must restart the
 		// campaign: our candidate key is gone with it.
 		cctx, ccancel := context.WithCancel(ctx)
@@ -92,7 +110,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			case <-cctx.Done():
 			}
 		}()
-		log.Info("election: campaigning", "key", Key(el.Cluster), "id", el.ID)
+		log.Info("election: campaigning", "key", el.key(), "id", el.ID)
 		err = e.Campaign(cctx, el.ID)
 		if etcdclient.IsDenied(err) {
 			ccancel()
@@ -114,6 +132,7 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 		if el.OnState != nil {
 			el.OnState(true)
 		}
+		began := time.Now()
 		err = lead(cctx, won(e, sess.Lease(), el.ID))
 		if el.OnState != nil {
 			el.OnState(false)
@@ -141,12 +160,20 @@ func (el *Elector) Run(ctx context.Context, lead Lead) error {
 			}
 			return nil
 		case err != nil:
-			log.Warn("election: leadership lost", "err", err)
+			if time.Since(began) > time.Minute {
+				retry = retryFirst
+			}
+			log.Warn("election: leadership lost", "err", err, "retry_in", retry)
 		default:
 			log.Warn("election: session ended; leadership lost")
 		}
 		stale = release(sess, stale)
-		sleep(ctx, time.Second)
+		if err != nil {
+			sleep(ctx, retry)
+			retry = min(2*retry, retryMax)
+		} else {
+			sleep(ctx, time.Second)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package elect
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,72 @@ func TestRenewalsMovePastAFrozenKeeper(t *testing.T) {
 		}
 	case <-time.After(3 * ttl):
 		t.Fatal("leadership held with every keeper frozen")
+	}
+}
+
+// Replicas of one cluster with Solo each lead at once, side by side, and a
+// replica that runs the cluster's election after them waits behind them.
+func TestSoloElectionsLeadSideBySide(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	leading := make(chan string, 3)
+	lead := func(name string) Lead {
+		return func(ctx context.Context, term *Term) error {
+			leading <- name + " " + term.Key()
+			<-ctx.Done()
+			return nil
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		go (&Elector{Client: cli, Cluster: "c1", ID: id, TTL: 60 * time.Second, Solo: id}).Run(ctx, lead(id))
+	}
+	got := map[string]bool{}
+	for range 2 {
+		select {
+		case l := <-leading:
+			name, key, _ := strings.Cut(l, " ")
+			if !strings.HasPrefix(key, Key("c1")+"/writers/"+name+"/") {
+				t.Errorf("%s leads with key %s, want one under %s/writers/%s/", name, key, Key("c1"), name)
+			}
+			got[name] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("leading after 10 s: %v", got)
+		}
+	}
+	if !got["a"] || !got["b"] {
+		t.Errorf("leading: %v, want a and b", got)
+	}
+	go (&Elector{Client: cli, Cluster: "c1", ID: "elected", TTL: 60 * time.Second}).Run(ctx, lead("elected"))
+	select {
+	case l := <-leading:
+		t.Errorf("%s leads beside two solo writers", l)
+	case <-time.After(time.Second):
+	}
+}
+
+// A term that ends in an error soon after it began is campaigned for again
+// after a wait that doubles: with leader election off every replica leads,
+// and a load that fails must not be repeated by all of them each second.
+func TestFailedTermsBackOff(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	began := make(chan time.Time, 8)
+	go (&Elector{Client: cli, Cluster: "c1", ID: "one", TTL: 60 * time.Second, Solo: "one"}).Run(ctx, func(context.Context, *Term) error {
+		began <- time.Now()
+		return errors.New("the load failed")
+	})
+	var at []time.Time
+	for len(at) < 3 {
+		select {
+		case t0 := <-began:
+			at = append(at, t0)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d terms in 10 s", len(at))
+		}
+	}
+	if first, second := at[1].Sub(at[0]), at[2].Sub(at[1]); first < retryFirst || second < 2*retryFirst {
+		t.Errorf("terms %v then %v apart, want at least %v then %v", first, second, retryFirst, 2*retryFirst)
 	}
 }

@@ -31,8 +31,8 @@ const (
 )
 
 // Leader returns the current leadership term and true while
-// this replica leads and may write; a nil term with true means a single
-// writer without an election.
+// this replica leads and may write; a nil term with true writes unfenced
+// (tests: the publisher always has a term).
 type Leader func() (term *elect.Term, leading bool)
 
 // Config is what a Handler works with.
