@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -332,13 +333,19 @@ func TestFailoverWriteSeesAnElectionBeforeItsFirstProbe(t *testing.T) {
 	}
 	term.Store(6) // elected before the write's first probe
 	a.Lost.Store(true)
-	start := time.Now()
+	heldWriteEndsOnElection(t, f, time.Now(), "a write sent in term 5 and probed in term 6")
+}
+
+// heldWriteEndsOnElection sends a write that its endpoint holds (Lost), and
+// wants it ended by the term's move, about probeEvery after start.
+func heldWriteEndsOnElection(t *testing.T, f *Failover, start time.Time, what string) {
+	t.Helper()
 	err := putWrite(context.Background(), f, 5*time.Second, "/k")
 	if !errors.Is(err, ErrLeaderChanged) {
-		t.Fatalf("a write sent in term 5 and probed in term 6: %v, want ErrLeaderChanged", err)
+		t.Fatalf("%s: %v, want ErrLeaderChanged", what, err)
 	}
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the write ended after %v, want about %v", d, probeEvery)
+		t.Errorf("%s ended after %v, want about %v", what, d, probeEvery)
 	}
 }
 
@@ -357,13 +364,7 @@ func TestFailoverFirstWriteKnowsItsTerm(t *testing.T) {
 		return 6, true
 	}
 	a.Lost.Store(true)
-	err := putWrite(context.Background(), f, 5*time.Second, "/k")
-	if !errors.Is(err, ErrLeaderChanged) {
-		t.Fatalf("the first write, sent in term 5 with term 6 elected %v later: %v, want ErrLeaderChanged", elected, err)
-	}
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("the write ended after %v, want about %v", d, probeEvery)
-	}
+	heldWriteEndsOnElection(t, f, start, fmt.Sprintf("the first write, sent in term 5 with term 6 elected %v later", elected))
 }
 
 // When the probes are refused (the user may not read the probe key), they
