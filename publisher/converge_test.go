@@ -1115,6 +1115,7 @@ func TestConvergeRetriesWhenEtcdReturns(t *testing.T) {
 	l.mode.Store(etcdUp)
 	back := time.Now()
 	waitDump(t, cli, want(t, p.b, hl, sl))
+	t.Logf("in etcd %v after etcd answered again", time.Since(back).Round(time.Millisecond))
 	if d := time.Since(back); d > 3*time.Second {
 		t.Errorf("the change reached etcd %v after etcd answered again, want within %v and a write", d.Round(time.Millisecond), recoveryProbeEvery)
 	}
