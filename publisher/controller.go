@@ -214,8 +214,10 @@ const recoveryProbeEvery = time.Second
 // most): a Service created while etcd had lost its quorum would be
 // published that late. While units wait, it reads a key of the cluster's
 // first range every recoveryProbeEvery (Store.Answers); after a read that
-// failed, the first that succeeds retries them, their delays back to the
-// first. A unit that fails while etcd answers keeps its delays.
+// failed or was not answered within half of that (held while the members
+// elect a leader: a short outage), the first that succeeds retries them,
+// their delays back to the first. A unit that fails while etcd answers
+// keeps its delays.
 func (c *Controller) retryOnRecovery(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) {
 	tick := time.NewTicker(recoveryProbeEvery)
 	defer tick.Stop()
@@ -233,7 +235,7 @@ func (c *Controller) retryOnRecovery(ctx context.Context, q workqueue.TypedRateL
 			down = false
 			continue
 		}
-		ok := c.o.Store.Answers(ctx, c.o.Ranges[0])
+		ok := c.o.Store.Answers(ctx, c.o.Ranges[0], recoveryProbeEvery/2)
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -334,12 +334,13 @@ func (s *Store) Get(ctx context.Context, ks []string) (present []plan.KV, absent
 	return s.get(ctx, ks, false)
 }
 
-// Answers is whether etcd answers a linearizable read of key now (a
-// quorum and a leader do). It goes through Client, not Endpoints: asked
-// over and over while etcd is down, it must not move the writes from one
-// endpoint to the next, nor log each time it fails.
-func (s *Store) Answers(ctx context.Context, key string) bool {
-	rctx, cancel := context.WithTimeout(ctx, s.writeTimeout())
+// Answers is whether etcd answers a linearizable read of key within
+// timeout (a quorum and a leader do; a follower that lost its leader holds
+// the read until an election ends). It goes through Client, not
+// Endpoints: asked over and over while etcd is down, it must not move the
+// writes from one endpoint to the next, nor log each time it fails.
+func (s *Store) Answers(ctx context.Context, key string, timeout time.Duration) bool {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	_, err := s.Client.Get(rctx, key, clientv3.WithCountOnly())
 	return err == nil

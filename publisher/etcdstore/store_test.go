@@ -127,6 +127,27 @@ func TestEndpointsMovePastAFrozenMember(t *testing.T) {
 	}
 }
 
+// Answers is false for a member that holds the read (frozen, or a
+// follower waiting for an election), once its timeout has passed, and true
+// for one that answers.
+func TestAnswersWithinItsTimeout(t *testing.T) {
+	cli := start(t)
+	m := freeze.New(t, cli.Endpoints()[0])
+	ctx := context.Background()
+	if !(&Store{Client: m.Client}).Answers(ctx, "/skydns/local/cluster/", time.Second) {
+		t.Fatal("a member that answers: false")
+	}
+	m.Hung.Store(true)
+	const timeout = 200 * time.Millisecond
+	start := time.Now()
+	if (&Store{Client: m.Client}).Answers(ctx, "/skydns/local/cluster/", timeout) {
+		t.Fatal("a member that holds the read: true")
+	}
+	if d := time.Since(start); d > 5*timeout {
+		t.Errorf("Answers took %v with a timeout of %v", d, timeout)
+	}
+}
+
 // TestEachWithCuts reads one store through many page sizes and sets of cuts
 // (keys, names between keys, repeats, strings outside the ranges) and wants
 // every key exactly once each time: cuts change how the ranges are read,
