@@ -120,17 +120,7 @@ func TestPublisherWithoutElection(t *testing.T) {
 			t.Errorf("etcdns_publisher_leader of the replica at %s is %v, want 1: every replica writes", m, v)
 		}
 	}
-	writers := func() map[string]string {
-		resp, err := cli.Get(context.Background(), elect.Key("it")+"/", clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]string{}
-		for _, kv := range resp.Kvs {
-			got[string(kv.Key)] = string(kv.Value)
-		}
-		return got
-	}
+	writers := func() map[string]string { return etcdPrefix(t, cli, elect.Key("it")+"/") }
 	got := writers()
 	pids := map[string]bool{}
 	for k, v := range got {

@@ -43,7 +43,13 @@ func publisherProc(t *testing.T, bin string, etcd *harness.Etcd, api *harness.Ku
 
 func etcdRecords(t *testing.T, cli *clientv3.Client) map[string]string {
 	t.Helper()
-	r, err := cli.Get(context.Background(), "/skydns/", clientv3.WithPrefix())
+	return etcdPrefix(t, cli, "/skydns/")
+}
+
+// etcdPrefix is every key under prefix with its value.
+func etcdPrefix(t *testing.T, cli *clientv3.Client, prefix string) map[string]string {
+	t.Helper()
+	r, err := cli.Get(context.Background(), prefix, clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
