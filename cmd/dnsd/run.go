@@ -130,7 +130,9 @@ func run(ctx context.Context, cfg *config.Config) error {
 	go func() { defer wg.Done(); errs <- st.Run(ctx) }()
 	go func() { defer wg.Done(); errs <- srv.Serve(ctx, l) }()
 	go newHeapReleaser(reg, log, st.PackedBytes).run(ctx)
-	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods, "cluster", cfg.Cluster.ID)
+	// The cores are GOMAXPROCS: a UDP socket and its reader each, and the
+	// memory and wake-ups that come with them (deploy/components/node-local).
+	log.Info("serving DNS", "listen", l.Addr, "zones", d.Zones, "pods", cfg.Cluster.Pods, "cluster", cfg.Cluster.ID, "cores", runtime.GOMAXPROCS(0))
 
 	var ops *http.Server
 	if d.MetricsListen != "" {

@@ -76,7 +76,7 @@ annotations:
   {{- toYaml $ann | nindent 2 }}
 {{- end }}
 
-{{/* ETCDNS_ETCD_USERNAME/PASSWORD from the optional <program>-etcd-auth Secret. */}}
+{{/* ETCDNS_ETCD_USERNAME/PASSWORD from the optional <program>-etcd-auth Secret; GOMAXPROCS when cores is set. */}}
 {{- define "etcdns.env" -}}
 env:
   - name: ETCDNS_ETCD_USERNAME
@@ -85,6 +85,10 @@ env:
   - name: ETCDNS_ETCD_PASSWORD
     valueFrom:
       secretKeyRef: {name: {{ .program }}-etcd-auth, key: password, optional: true}
+  {{- with .cores }}
+  - name: GOMAXPROCS
+    value: {{ . | quote }}
+  {{- end }}
   {{- with .extraEnv }}
   {{- toYaml . | nindent 2 }}
   {{- end }}
