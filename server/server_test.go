@@ -156,6 +156,18 @@ func TestOps(t *testing.T) {
 	if _, body := get("/metrics"); !strings.Contains(body, `etcdns_dnsd_queries_total{qtype="A",rcode="NXDOMAIN"} 1`) || !strings.Contains(body, "etcdns_dnsd_query_duration_seconds_count 1") {
 		t.Fatalf("metrics:\n%s", body)
 	}
+	// A scraper that offers gzip gets the page plain (see Handler).
+	req, _ := http.NewRequest(http.MethodGet, h.URL+"/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" || !strings.Contains(string(b), "etcdns_dnsd_queries_total") {
+		t.Fatalf("metrics asked with gzip: Content-Encoding %q, body %.60q", enc, b)
+	}
 }
 
 // The response cache lives and dies with its snapshot, and echoes each
