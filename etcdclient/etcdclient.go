@@ -23,7 +23,7 @@ import (
 // the connection with one Status call bounded by the dial timeout, so a
 // wrong endpoint fails at start with a message rather than on first use.
 func New(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client, error) {
-	cli, endpoints, err := dial(ctx, c)
+	cli, endpoints, err := dial(ctx, c, tokensFor(c))
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func New(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client
 // its requests wait for etcd. dnsd uses it, because a frontend must start,
 // and keep retrying, while its store is away.
 func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client, error) {
-	cli, endpoints, err := dial(ctx, c)
+	cli, endpoints, err := dial(ctx, c, tokensFor(c))
 	if err != nil {
 		return nil, err
 	}
@@ -71,10 +71,11 @@ func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Clien
 func DialEach(ctx context.Context, c config.Etcd, opts ...grpc.DialOption) ([]*clientv3.Client, []string, error) {
 	endpoints := endpointsOf(c)
 	var out []*clientv3.Client
+	t := tokensFor(c) // one login for all of them
 	for _, ep := range endpoints {
 		one := c
 		one.Endpoints = []string{ep}
-		cli, _, err := dial(ctx, one, opts...)
+		cli, _, err := dial(ctx, one, t, opts...)
 		if err != nil {
 			for _, o := range out {
 				o.Close()
@@ -93,7 +94,7 @@ func endpointsOf(c config.Etcd) []string {
 	return c.Endpoints
 }
 
-func dial(ctx context.Context, c config.Etcd, opts ...grpc.DialOption) (*clientv3.Client, []string, error) {
+func dial(ctx context.Context, c config.Etcd, t *tokens, opts ...grpc.DialOption) (*clientv3.Client, []string, error) {
 	endpoints := endpointsOf(c)
 	var tlsCfg *tls.Config
 	if c.CAFile != "" || c.CertFile != "" {
@@ -112,19 +113,27 @@ func dial(ctx context.Context, c config.Etcd, opts ...grpc.DialOption) (*clientv
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: dialTimeout(c),
 		TLS:                  tlsCfg,
-		Username:             c.Username,
-		Password:             c.Password,
 		Context:              ctx,
 		// The client's own zap logs duplicate the errors we return; keep
 		// only ours so the programs' slog output stays readable.
-		Logger: zap.NewNop(),
-		DialOptions: append([]grpc.DialOption{reconnect(c),
-			grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)}, opts...),
+		Logger:      zap.NewNop(),
+		DialOptions: append(dialOptions(c, t), opts...),
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("etcd %v: %w", endpoints, err)
 	}
 	return cli, endpoints, nil
+}
+
+// dialOptions are every client's: the reconnect backoff, the fixed
+// windows, and with a password, the token t that its configuration's
+// clients share (auth.go) in place of clientv3's login for every stream.
+func dialOptions(c config.Etcd, t *tokens) []grpc.DialOption {
+	opts := []grpc.DialOption{reconnect(c), grpc.WithInitialWindowSize(window), grpc.WithInitialConnWindowSize(window)}
+	if t != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(t), grpc.WithChainUnaryInterceptor(t.unary), grpc.WithChainStreamInterceptor(t.stream))
+	}
+	return opts
 }
 
 // window is the HTTP/2 flow-control window of every stream and of the

@@ -1,0 +1,163 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdns/etcdns/integration/harness"
+	"github.com/etcdns/etcdns/server/store"
+)
+
+// etcdLogins is the Authenticate calls etcd has answered: each is a bcrypt
+// hash of the password and a raft proposal.
+func etcdLogins(t *testing.T, etcd *harness.Etcd) float64 {
+	return faultMetric(t, etcd.Endpoint, `grpc_server_handled_total{grpc_code="OK",grpc_method="Authenticate",grpc_service="etcdserverpb.Auth",grpc_type="unary"}`)
+}
+
+// TestPasswordLogins: a dnsd that logs in with a password, through an etcd
+// grpc-proxy as the node-local-proxied layout's does (dnsd-etcd-auth),
+// asks etcd for a token once, not for each of its clients and each watch it
+// opens; it keeps that token when its watch moves, and logs in again only
+// when etcd has dropped it, following changes throughout.
+func TestPasswordLogins(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	etcd := harness.StartEtcd(t)
+	// A proxy's health check reads without a user, which etcd refuses once
+	// auth is on: they start before.
+	proxy, other := harness.StartGRPCProxy(t, etcd.Endpoint), harness.StartGRPCProxy(t, etcd.Endpoint)
+	open := etcd.Client(t)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(open.UserAdd(ctx, "root", "rootpw"))
+	must(open.UserGrantRole(ctx, "root", "root"))
+	must(open.RoleAdd(ctx, "dnsd"))
+	must(open.RoleGrantPermission(ctx, "dnsd", "/skydns/", clientv3.GetPrefixRangeEnd("/skydns/"), clientv3.PermissionType(clientv3.PermRead)))
+	must(open.UserAdd(ctx, "dnsd", "dnsdpw"))
+	must(open.UserGrantRole(ctx, "dnsd", "dnsd"))
+	must(open.AuthEnable(ctx))
+	root, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Username: "root", Password: "rootpw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	b := faultBuilder(t)
+	svc := httpService(b)
+	dnsdPut(t, root, append(svc("kubernetes", "10.96.0.1"), b.Version()))
+	a := func(name, ip string) []check {
+		q := name + ".default.svc.cluster.local."
+		return []check{{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}}
+	}
+
+	before := etcdLogins(t, etcd)
+	d := &dnsdInstance{
+		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
+		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
+	}
+	d.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
+		"--etcd.endpoints=" + proxy.Endpoint + "," + other.Endpoint,
+		"--dnsd.listen=" + d.Addr,
+		"--dnsd.metrics-listen=" + strings.TrimPrefix(d.Metrics, "http://"),
+	}, []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=dnsdpw"}, func() error {
+		return harness.HTTPOK(d.Metrics + "/readyz")
+	})
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("kubernetes", "10.96.0.1")) })
+	dnsdPut(t, root, svc("first", "10.96.1.1"))
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("first", "10.96.1.1")) })
+	if n := etcdLogins(t, etcd) - before; n != 1 {
+		t.Fatalf("dnsd's start, load and watch logged in %v times, want once", n)
+	}
+
+	// The proxy the watch is on stops: the watch moves to the other, with
+	// the same token.
+	on := proxy
+	if faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+other.Endpoint+`"}`) == 1 {
+		on = other
+	} else if faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxy.Endpoint+`"}`) != 1 {
+		t.Fatal("dnsd reports its watch on neither proxy")
+	}
+	on.Process.Kill()
+	waitFor(t, 10*time.Second, func() error {
+		if n := watchRestarts(t, d.Metrics); n == 0 {
+			return fmt.Errorf("no watch restart yet")
+		}
+		return nil
+	})
+	dnsdPut(t, root, svc("second", "10.96.1.2"))
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("second", "10.96.1.2")) })
+	if n := etcdLogins(t, etcd) - before; n != 1 {
+		t.Fatalf("after the watch moved, dnsd had logged in %v times, want once", n)
+	}
+
+	// etcd drops a user's tokens when the user is deleted: dnsd's next
+	// request is refused, and it logs in again.
+	must(root.UserDelete(ctx, "dnsd"))
+	must(root.UserAdd(ctx, "dnsd", "dnsdpw"))
+	must(root.UserGrantRole(ctx, "dnsd", "dnsd"))
+	waitFor(t, 10*time.Second, func() error {
+		if n := etcdLogins(t, etcd) - before; n != 2 {
+			return fmt.Errorf("dnsd logged in %v times since its start, want twice", n)
+		}
+		return nil
+	})
+	dnsdPut(t, root, svc("third", "10.96.1.3"))
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("third", "10.96.1.3")) })
+	if n := etcdLogins(t, etcd) - before; n != 2 {
+		t.Fatalf("dnsd logged in %v times since its start, want twice", n)
+	}
+
+	// A wrong password: dnsd stays up and not ready, and sends it again
+	// only after a wait that doubles from a second.
+	refused := func() float64 { // etcd answers a wrong password InvalidArgument
+		return faultMetric(t, etcd.Endpoint, `grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Authenticate",grpc_service="etcdserverpb.Auth",grpc_type="unary"}`)
+	}
+	before = refused()
+	wrong := &dnsdInstance{
+		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
+		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
+	}
+	wrong.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
+		"--etcd.endpoints=" + etcd.Endpoint,
+		"--dnsd.listen=" + wrong.Addr,
+		"--dnsd.metrics-listen=" + strings.TrimPrefix(wrong.Metrics, "http://"),
+	}, []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=nope"}, func() error {
+		return harness.HTTPOK(wrong.Metrics + "/healthz")
+	})
+	time.Sleep(3500 * time.Millisecond) // a wait: it must send nothing more meanwhile
+	if err := harness.HTTPOK(wrong.Metrics + "/readyz"); err == nil {
+		t.Fatal("dnsd with a wrong password is ready")
+	}
+	// Sent at its start, after 1 s and after 2 s more: three at most.
+	if n := refused() - before; n < 1 || n > 3 {
+		t.Fatalf("dnsd sent a wrong password %v times in 3.5 s, want 1 to 3", n)
+	}
+	log, err := os.ReadFile(wrong.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), `etcd refused user \"dnsd\"'s password`) {
+		t.Fatalf("dnsd's log does not name the refused password:\n%s", log)
+	}
+}
+
+// watchRestarts is dnsd's watch restarts, every reason.
+func watchRestarts(t *testing.T, metrics string) float64 {
+	var n float64
+	for _, reason := range []string{store.ReasonUnreachable, store.ReasonClosed, store.ReasonError, store.ReasonNoLeader, store.ReasonLagging, store.ReasonProgressTimeout, store.ReasonCompacted} {
+		n += faultMetric(t, metrics, `etcdns_dnsd_watch_restarts_total{reason="`+reason+`"}`)
+	}
+	return n
+}
