@@ -83,27 +83,25 @@ func (t *tokens) current() string {
 	return t.token
 }
 
-// forget drops token if it is still the one held, so that the next
-// request authenticates first.
+// forget drops token, which etcd refused, if it is still the one held, so
+// that the next request authenticates first. A request refused with no
+// token at all means etcd has turned auth on since it said it had none.
 func (t *tokens) forget(token string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.token == token {
-		t.token = ""
+		t.token, t.notEnabled = "", false
 	}
 }
 
-// ensure authenticates on cc unless a token is held other than stale, the
-// one a request was refused with (""; none was). One caller authenticates
-// at a time; those waiting behind it find its token and send nothing.
-func (t *tokens) ensure(ctx context.Context, cc *grpc.ClientConn, stale string) error {
+// ensure authenticates on cc unless a token is held, or etcd has said it
+// has no auth. One caller authenticates at a time; those waiting behind it
+// find its token and send nothing.
+func (t *tokens) ensure(ctx context.Context, cc *grpc.ClientConn) error {
 	held := func() bool {
 		t.mu.Lock()
 		defer t.mu.Unlock()
-		if t.token != "" {
-			return t.token != stale
-		}
-		return t.notEnabled && stale == ""
+		return t.token != "" || t.notEnabled
 	}
 	if held() {
 		return nil
@@ -123,7 +121,6 @@ func (t *tokens) ensure(ctx context.Context, cc *grpc.ClientConn, stale string) 
 	if err := t.refused(); err != nil {
 		return err
 	}
-	t.forget(stale) // Authenticate goes without the refused token
 	resp, err := pb.NewAuthClient(cc).Authenticate(ctx, &pb.AuthenticateRequest{Name: t.user, Password: t.password}, CallOptions...)
 	err = rpctypes.Error(err)
 	t.mu.Lock()
@@ -184,7 +181,7 @@ func (t *tokens) unary(ctx context.Context, method string, req, reply any, cc *g
 	if method == authenticateMethod {
 		return invoke(ctx, method, req, reply, cc, opts...)
 	}
-	if err := t.ensure(ctx, cc, ""); err != nil {
+	if err := t.ensure(ctx, cc); err != nil {
 		return err
 	}
 	sent := t.current()
@@ -192,7 +189,8 @@ func (t *tokens) unary(ctx context.Context, method string, req, reply any, cc *g
 	if !refusedToken(err) {
 		return err
 	}
-	if err := t.ensure(ctx, cc, sent); err != nil {
+	t.forget(sent)
+	if err := t.ensure(ctx, cc); err != nil {
 		return err
 	}
 	return invoke(ctx, method, req, reply, cc, opts...)
@@ -203,7 +201,7 @@ func (t *tokens) unary(ctx context.Context, method string, req, reply any, cc *g
 // stream fails, or a watcher is canceled with that reason), the token is
 // dropped, and whoever opens the next stream authenticates.
 func (t *tokens) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, open grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if err := t.ensure(ctx, cc, ""); err != nil {
+	if err := t.ensure(ctx, cc); err != nil {
 		return nil, err
 	}
 	sent := t.current()
