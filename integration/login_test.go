@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/server/store"
@@ -35,25 +34,13 @@ func TestPasswordLogins(t *testing.T) {
 	// A proxy's health check reads without a user, which etcd refuses once
 	// auth is on: they start before.
 	proxy, other := harness.StartGRPCProxy(t, etcd.Endpoint), harness.StartGRPCProxy(t, etcd.Endpoint)
-	open := etcd.Client(t)
+	root := etcd.EnableAuth(t, "rootpw", "dnsd", "dnsdpw", "/skydns/")
 	must := func(_ any, err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(open.UserAdd(ctx, "root", "rootpw"))
-	must(open.UserGrantRole(ctx, "root", "root"))
-	must(open.RoleAdd(ctx, "dnsd"))
-	must(open.RoleGrantPermission(ctx, "dnsd", "/skydns/", clientv3.GetPrefixRangeEnd("/skydns/"), clientv3.PermissionType(clientv3.PermRead)))
-	must(open.UserAdd(ctx, "dnsd", "dnsdpw"))
-	must(open.UserGrantRole(ctx, "dnsd", "dnsd"))
-	must(open.AuthEnable(ctx))
-	root, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Username: "root", Password: "rootpw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
 	b := faultBuilder(t)
 	svc := httpService(b)
 	dnsdPut(t, root, append(svc("kubernetes", "10.96.0.1"), b.Version()))

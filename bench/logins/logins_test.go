@@ -25,8 +25,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
 )
@@ -106,37 +104,20 @@ func run(t *testing.T, v variant, round, n, proxies int) {
 		defer p.Kill()
 		ps, eps = append(ps, p), append(eps, p.Endpoint)
 	}
-	open := etcd.Client(t)
-	must := func(_ any, err error) {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	root := etcd.EnableAuth(t, "rootpw", "dnsd", "dnsdpw", "/skydns/")
 	layout := keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench", TTL: 5}
-	put := func(cli *clientv3.Client, name string) float64 {
+	put := func(name string) float64 {
 		r, err := layout.Address(name+".bench.svc.cluster.local", "bench", netip.AddrFrom4([4]byte{10, 0, 0, 1}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		resp, err := cli.Put(ctx, r.Key, string(r.Value.Encode()))
+		resp, err := root.Put(ctx, r.Key, string(r.Value.Encode()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return float64(resp.Header.Revision)
 	}
-	put(open, "first")
-	must(open.UserAdd(ctx, "root", "rootpw"))
-	must(open.UserGrantRole(ctx, "root", "root"))
-	must(open.RoleAdd(ctx, "dnsd"))
-	must(open.RoleGrantPermission(ctx, "dnsd", "/skydns/", clientv3.GetPrefixRangeEnd("/skydns/"), clientv3.PermissionType(clientv3.PermRead)))
-	must(open.UserAdd(ctx, "dnsd", "dnsdpw"))
-	must(open.UserGrantRole(ctx, "dnsd", "dnsd"))
-	must(open.AuthEnable(ctx))
-	root, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Username: "root", Password: "rootpw"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	put("first")
 
 	logins0, cpu0, began := logins(etcd), etcd.CPU(), time.Now()
 	fes := make([]*harness.Process, n)
@@ -181,7 +162,7 @@ func run(t *testing.T, v variant, round, n, proxies int) {
 	}
 	logins0, cpu0, began = logins(etcd), etcd.CPU(), time.Now()
 	ps[busiest].Kill()
-	rev := put(root, "second")
+	rev := put("second")
 	for _, m := range metrics {
 		for metric(m, "etcdns_dnsd_etcd_revision") < rev {
 			if time.Since(began) > time.Minute {
