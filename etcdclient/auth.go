@@ -3,6 +3,7 @@ package etcdclient
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +34,7 @@ import (
 // roles.
 type tokens struct {
 	user, password string
+	timeout        time.Duration // of one Authenticate: the dial timeout
 	turn           chan struct{} // held while one Authenticate runs
 
 	mu         sync.Mutex
@@ -71,7 +73,7 @@ func tokensFor(c config.Etcd) *tokens {
 	defer tokensMu.Unlock()
 	t := shared[key]
 	if t == nil {
-		t = &tokens{user: c.Username, password: c.Password, turn: make(chan struct{}, 1)}
+		t = &tokens{user: c.Username, password: c.Password, timeout: dialTimeout(c), turn: make(chan struct{}, 1)}
 		shared[key] = t
 	}
 	return t
@@ -121,21 +123,27 @@ func (t *tokens) ensure(ctx context.Context, cc *grpc.ClientConn) error {
 	if err := t.refused(); err != nil {
 		return err
 	}
-	resp, err := pb.NewAuthClient(cc).Authenticate(ctx, &pb.AuthenticateRequest{Name: t.user, Password: t.password}, CallOptions...)
-	err = rpctypes.Error(err)
+	// The login is bounded, and does not wait for a connection to become
+	// ready: every other client of the configuration waits for it, and a
+	// caller whose member is frozen or down must not hold them (a
+	// publisher's probes and lease renewals among them) for longer.
+	actx, cancel := context.WithTimeout(ctx, t.timeout)
+	defer cancel()
+	resp, err := pb.NewAuthClient(cc).Authenticate(actx, &pb.AuthenticateRequest{Name: t.user, Password: t.password}, append(slices.Clip(CallOptions), grpc.WaitForReady(false))...)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	switch {
-	case err == rpctypes.ErrAuthNotEnabled:
+	switch rpctypes.Error(err) {
+	case nil:
+	case rpctypes.ErrAuthNotEnabled:
 		t.token, t.notEnabled = "", true
 		return nil
-	case err == rpctypes.ErrAuthFailed:
+	case rpctypes.ErrAuthFailed:
 		t.refusedWait = min(max(2*t.refusedWait, firstLoginWait), maxLoginWait)
-		t.refusedErr = fmt.Errorf("etcd refused user %q's password (not tried again for %s): %w", t.user, t.refusedWait, err)
+		t.refusedErr = fmt.Errorf("etcd refused user %q's password (not tried again for %s): %w", t.user, t.refusedWait, rpctypes.ErrAuthFailed)
 		t.refusedUntil = time.Now().Add(t.refusedWait)
 		return t.refusedErr
-	case err != nil:
-		return err
+	default:
+		return err // as gRPC gave it, so that clientv3 retries what it would have
 	}
 	t.token, t.notEnabled, t.refusedWait = resp.Token, false, 0
 	return nil
@@ -193,7 +201,13 @@ func (t *tokens) unary(ctx context.Context, method string, req, reply any, cc *g
 	if err := t.ensure(ctx, cc); err != nil {
 		return err
 	}
-	return invoke(ctx, method, req, reply, cc, opts...)
+	err = invoke(ctx, method, req, reply, cc, opts...)
+	if refusedToken(err) {
+		// Refused with a token just given: not one that clientv3's own
+		// retries, each of which would log in again, should see.
+		return fmt.Errorf("etcd refused a token it had just given (%v)", err.Error())
+	}
+	return err
 }
 
 // stream authenticates before a stream opens when no token is held. A
@@ -234,6 +248,13 @@ func (s *tokenStream) RecvMsg(m any) error {
 		s.t.forget(s.sent)
 	}
 	return nil
+}
+
+// RefusedToken reports whether err is etcd refusing a request's login
+// token, in a response or in a watcher's cancel reason: a new login mends
+// it, and the clients dialled here log in again for the next request.
+func RefusedToken(err error) bool {
+	return err != nil && (refusedToken(err) || refusedReason(err.Error()))
 }
 
 // refusedReason reports whether a watcher's cancel reason is a refused

@@ -3,6 +3,7 @@ package etcdclient
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -221,4 +222,45 @@ func TestPasswordBeforeAuthIsOn(t *testing.T) {
 	if n := authentications(t) - before; n != 1 {
 		t.Fatalf("logged in %v times once auth was on, want once", n)
 	}
+}
+
+// A login on a member that does not answer is bounded, and the clients of
+// the same configuration on a healthy member log in there meanwhile: every
+// client waits for the one login at a time.
+func TestLoginOnAFrozenMemberHoldsNobody(t *testing.T) {
+	u := startEmbedded(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	enableAuth(t, ctx, u)
+	frozen, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	go func() { // accepts, and never answers
+		for {
+			c, err := frozen.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	c := config.Etcd{Endpoints: []string{"http://" + frozen.Addr().String(), u}, DialTimeout: time.Second, Username: "reader", Password: "pw"}
+	clis, _, err := DialEach(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range clis {
+		defer cl.Close()
+	}
+	go clis[0].Get(ctx, "/r/x") // logs in first, on the frozen member, and waits
+	time.Sleep(100 * time.Millisecond)
+	hctx, hcancel := context.WithTimeout(ctx, 4*time.Second)
+	defer hcancel()
+	began := time.Now()
+	if _, err := clis[1].Get(hctx, "/r/x"); err != nil {
+		t.Fatalf("a read on the healthy member while a login waited on the frozen one: %v (after %s)", err, time.Since(began).Round(time.Millisecond))
+	}
+	t.Logf("the healthy member's read took %s", time.Since(began).Round(time.Millisecond))
 }

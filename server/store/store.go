@@ -25,6 +25,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/server/snap"
 )
 
@@ -509,6 +510,7 @@ func (s *Store) malformedWhere(keep func(Malformed) bool) []Malformed {
 // since etcd still holds the history it needs.
 func (s *Store) Run(ctx context.Context) error {
 	loadBackoff, watchBackoff := 100*time.Millisecond, 100*time.Millisecond
+	relogged := false // the last watch was asked again for a refused token
 	first := true
 	var cur *snap.Snapshot // nil: load before watching
 	ep := 0
@@ -561,7 +563,7 @@ func (s *Store) Run(ctx context.Context) error {
 		// second so that a cluster that regains its quorum is followed
 		// again within one.
 		if time.Since(began) >= healthyWatch {
-			watchBackoff = 100 * time.Millisecond
+			watchBackoff, relogged = 100*time.Millisecond, false
 		}
 		reason := reasonOf(err)
 		s.restarts.WithLabelValues(reason).Inc()
@@ -570,11 +572,21 @@ func (s *Store) Run(ctx context.Context) error {
 		// watch starts after it.
 		cur = s.watched
 		after := s.resumePoint(cur)
-		if reason == ReasonCompacted {
+		switch {
+		case reason == ReasonCompacted:
 			s.log.Warn("watch lost; relisting", "err", err, "endpoint", e.Name)
 			s.gone = max(s.gone, after+1) // where the watch started
 			cur = nil
-		} else {
+		case etcdclient.RefusedToken(err) && !relogged:
+			// A password login's token lapses on a member that has not
+			// seen it used for etcd's --auth-token-ttl, and the watch
+			// carries the one the other requests use: the client has
+			// dropped it, and the same endpoint is asked again at once,
+			// with a new one.
+			relogged = true
+			s.log.Info("etcd refused the watch's login token; resuming on the same endpoint with a new one", "endpoint", e.Name, "revision", after+1)
+			continue
+		default:
 			ep = (ep + 1) % len(s.endpoints)
 			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
 				"from", e.Name, "to", s.endpoints[ep].Name, "revision", after+1)

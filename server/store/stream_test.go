@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdns/etcdns/etcdclient"
 )
 
 // What ends a watch stream is counted as the restart reason an operator
@@ -40,6 +42,25 @@ func TestStreamEndsAreCountedForWhatTheyAre(t *testing.T) {
 	}
 	if err := canceled(&pb.WatchResponse{Canceled: true, CompactRevision: 7}, 5); err == nil || fmt.Sprint(err) != "watch from revision 5, compacted at 7: etcdserver: mvcc: required revision has been compacted" {
 		t.Errorf("compacted: %v", err)
+	}
+}
+
+// A watcher refused for its login token is one a new login mends, and the
+// store asks the same endpoint again; one refused its prefix is not.
+func TestWatchRefusedForItsToken(t *testing.T) {
+	for _, c := range []struct {
+		reason string
+		want   bool
+	}{
+		{rpctypes.ErrGRPCInvalidAuthToken.Error(), true},
+		{rpctypes.ErrGRPCAuthOldRevision.Error(), true},
+		{rpctypes.ErrGRPCUserEmpty.Error(), true},
+		{rpctypes.ErrGRPCPermissionDenied.Error(), false},
+	} {
+		err := canceled(&pb.WatchResponse{Created: true, Canceled: true, CancelReason: c.reason}, 5)
+		if got := etcdclient.RefusedToken(err); got != c.want {
+			t.Errorf("a watcher canceled with %q: a refused token %v, want %v", c.reason, got, c.want)
+		}
 	}
 }
 
