@@ -4,5 +4,7 @@
 // publisher runs the in-process etcd of etcdclient/embedded. DialEach gives
 // a client per endpoint, for what must choose its member: dnsd's watch, and
 // the publisher's requests, which a Failover keeps on one endpoint until it
-// times out or is unavailable.
+// times out or is unavailable. With a password, the clients of one
+// configuration share one login (auth.go): each costs a member a bcrypt
+// hash, and clientv3 alone logged in for every client and every stream.
 package etcdclient
