@@ -148,3 +148,59 @@ func watchRestarts(t *testing.T, metrics string) float64 {
 	}
 	return n
 }
+
+// TestPasswordTokenLapses: etcd drops a token nobody used for
+// --auth-token-ttl. A dnsd whose watch then moves opens it with that token;
+// the refused watch asks the same endpoint again at once, logged in anew,
+// rather than moving on to the next endpoint after a wait.
+func TestPasswordTokenLapses(t *testing.T) {
+	etcd := harness.StartEtcd(t, harness.WithEtcdArgs("--auth-token-ttl=2"))
+	proxy, other := harness.StartGRPCProxy(t, etcd.Endpoint), harness.StartGRPCProxy(t, etcd.Endpoint)
+	root := etcd.EnableAuth(t, "rootpw", "dnsd", "dnsdpw", "/skydns/")
+	b := faultBuilder(t)
+	svc := httpService(b)
+	dnsdPut(t, root, append(svc("kubernetes", "10.96.0.1"), b.Version()))
+	a := func(name, ip string) []check {
+		q := name + ".default.svc.cluster.local."
+		return []check{{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}}
+	}
+	d := &dnsdInstance{
+		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
+		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
+	}
+	// Liveness reads (the only requests through a proxy once loaded) far
+	// apart, so that nothing uses the token while it lapses.
+	d.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
+		"--etcd.endpoints=" + proxy.Endpoint + "," + other.Endpoint,
+		"--dnsd.listen=" + d.Addr,
+		"--dnsd.metrics-listen=" + strings.TrimPrefix(d.Metrics, "http://"),
+		"--dnsd.watch-progress-interval=20s", "--dnsd.watch-progress-timeout=40s",
+	}, []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=dnsdpw"}, func() error {
+		return harness.HTTPOK(d.Metrics + "/readyz")
+	})
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("kubernetes", "10.96.0.1")) })
+	time.Sleep(4 * time.Second) // a wait: the token lapses unused
+	// root's token lapsed too: its client logs in again here, not below.
+	dnsdPut(t, root, svc("before", "10.96.1.0"))
+	before := etcdLogins(t, etcd)
+	on, next := proxy, other
+	if faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+other.Endpoint+`"}`) == 1 {
+		on, next = other, proxy
+	}
+	on.Process.Kill()
+	dnsdPut(t, root, svc("after", "10.96.1.1"))
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("after", "10.96.1.1")) })
+	log, err := os.ReadFile(d.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "etcd refused the watch's login token; resuming on the same endpoint") {
+		t.Fatalf("the watch that moved was not refused for its lapsed token and asked again:\n%s", log)
+	}
+	if got := faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+next.Endpoint+`"}`); got != 1 {
+		t.Errorf("the watch is not on the proxy left (%v)", got)
+	}
+	if n := etcdLogins(t, etcd) - before; n != 1 {
+		t.Errorf("dnsd logged in %v times after its token lapsed, want once", n)
+	}
+}
