@@ -1287,7 +1287,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			// the stream, a frontend frozen for longer than the timeout
 			// dropped a healthy watch as soon as it ran again. The
 			// staleness metric still counts it: the snapshot did fall
-			// behind.
+			// behind. The silences are judged as of ran, not of each
+			// judgement's own clock: a freeze that lands between the two
+			// (a packing, an ask) is counted at the next check, as lateness.
 			if late := ran.Sub(due); late > 0 {
 				last = last.Add(late)
 				if !asked.IsZero() {
@@ -1319,9 +1321,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			}
 			if s.behind != 0 && !s.noProgress[ep.Name] {
 				// A new stream gets the whole MaxLag to catch up.
-				if time.Since(s.behindSince) >= s.live.MaxLag && time.Since(began) >= s.live.MaxLag {
+				if ran.Sub(s.behindSince) >= s.live.MaxLag && ran.Sub(began) >= s.live.MaxLag {
 					return fmt.Errorf("%w: revision %d, reported elsewhere %v ago, not shown; shown %d",
-						errLagging, s.behind, time.Since(s.behindSince).Round(time.Millisecond), shown)
+						errLagging, s.behind, ran.Sub(s.behindSince).Round(time.Millisecond), shown)
 				}
 				if time.Since(asked) >= s.live.MaxLag/2 {
 					ask()
@@ -1345,7 +1347,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				// more: a grpc-proxy logs each one as an error.
 				askUnanswered()
 			}
-			quiet := time.Since(last)
+			quiet := ran.Sub(last)
 			if answered {
 				// It answers progress requests: its silence means it
 				// stopped.
