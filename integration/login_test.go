@@ -44,38 +44,18 @@ func TestPasswordLogins(t *testing.T) {
 	b := faultBuilder(t)
 	svc := httpService(b)
 	dnsdPut(t, root, append(svc("kubernetes", "10.96.0.1"), b.Version()))
-	a := func(name, ip string) []check {
-		q := name + ".default.svc.cluster.local."
-		return []check{{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}}
-	}
-
 	before := etcdLogins(t, etcd)
-	d := &dnsdInstance{
-		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
-		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
-	}
-	d.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
-		"--etcd.endpoints=" + proxy.Endpoint + "," + other.Endpoint,
-		"--dnsd.listen=" + d.Addr,
-		"--dnsd.metrics-listen=" + strings.TrimPrefix(d.Metrics, "http://"),
-	}, []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=dnsdpw"}, func() error {
-		return harness.HTTPOK(d.Metrics + "/readyz")
-	})
-	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("kubernetes", "10.96.0.1")) })
+	d := loginDnsd(t, proxy.Endpoint+","+other.Endpoint, "dnsdpw", true)
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, serviceA("kubernetes", "10.96.0.1")) })
 	dnsdPut(t, root, svc("first", "10.96.1.1"))
-	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("first", "10.96.1.1")) })
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, serviceA("first", "10.96.1.1")) })
 	if n := etcdLogins(t, etcd) - before; n != 1 {
 		t.Fatalf("dnsd's start, load and watch logged in %v times, want once", n)
 	}
 
 	// The proxy the watch is on stops: the watch moves to the other, with
 	// the same token.
-	on := proxy
-	if faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+other.Endpoint+`"}`) == 1 {
-		on = other
-	} else if faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+proxy.Endpoint+`"}`) != 1 {
-		t.Fatal("dnsd reports its watch on neither proxy")
-	}
+	on, _ := watchedProxy(t, d, proxy, other)
 	on.Process.Kill()
 	waitFor(t, 10*time.Second, func() error {
 		if n := watchRestarts(t, d.Metrics); n == 0 {
@@ -84,7 +64,7 @@ func TestPasswordLogins(t *testing.T) {
 		return nil
 	})
 	dnsdPut(t, root, svc("second", "10.96.1.2"))
-	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("second", "10.96.1.2")) })
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, serviceA("second", "10.96.1.2")) })
 	if n := etcdLogins(t, etcd) - before; n != 1 {
 		t.Fatalf("after the watch moved, dnsd had logged in %v times, want once", n)
 	}
@@ -101,7 +81,7 @@ func TestPasswordLogins(t *testing.T) {
 		return nil
 	})
 	dnsdPut(t, root, svc("third", "10.96.1.3"))
-	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("third", "10.96.1.3")) })
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, serviceA("third", "10.96.1.3")) })
 	if n := etcdLogins(t, etcd) - before; n != 2 {
 		t.Fatalf("dnsd logged in %v times since its start, want twice", n)
 	}
@@ -112,17 +92,7 @@ func TestPasswordLogins(t *testing.T) {
 		return faultMetric(t, etcd.Endpoint, `grpc_server_handled_total{grpc_code="InvalidArgument",grpc_method="Authenticate",grpc_service="etcdserverpb.Auth",grpc_type="unary"}`)
 	}
 	before = refused()
-	wrong := &dnsdInstance{
-		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
-		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
-	}
-	wrong.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
-		"--etcd.endpoints=" + etcd.Endpoint,
-		"--dnsd.listen=" + wrong.Addr,
-		"--dnsd.metrics-listen=" + strings.TrimPrefix(wrong.Metrics, "http://"),
-	}, []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=nope"}, func() error {
-		return harness.HTTPOK(wrong.Metrics + "/healthz")
-	})
+	wrong := loginDnsd(t, etcd.Endpoint, "nope", false)
 	time.Sleep(3500 * time.Millisecond) // a wait: it must send nothing more meanwhile
 	if err := harness.HTTPOK(wrong.Metrics + "/readyz"); err == nil {
 		t.Fatal("dnsd with a wrong password is ready")
@@ -160,36 +130,19 @@ func TestPasswordTokenLapses(t *testing.T) {
 	b := faultBuilder(t)
 	svc := httpService(b)
 	dnsdPut(t, root, append(svc("kubernetes", "10.96.0.1"), b.Version()))
-	a := func(name, ip string) []check {
-		q := name + ".default.svc.cluster.local."
-		return []check{{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}}
-	}
-	d := &dnsdInstance{
-		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
-		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
-	}
 	// Liveness reads (the only requests through a proxy once loaded) far
 	// apart, so that nothing uses the token while it lapses.
-	d.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), []string{
-		"--etcd.endpoints=" + proxy.Endpoint + "," + other.Endpoint,
-		"--dnsd.listen=" + d.Addr,
-		"--dnsd.metrics-listen=" + strings.TrimPrefix(d.Metrics, "http://"),
-		"--dnsd.watch-progress-interval=20s", "--dnsd.watch-progress-timeout=40s",
-	}, []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=dnsdpw"}, func() error {
-		return harness.HTTPOK(d.Metrics + "/readyz")
-	})
-	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("kubernetes", "10.96.0.1")) })
+	d := loginDnsd(t, proxy.Endpoint+","+other.Endpoint, "dnsdpw", true,
+		"--dnsd.watch-progress-interval=20s", "--dnsd.watch-progress-timeout=40s")
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, serviceA("kubernetes", "10.96.0.1")) })
 	time.Sleep(4 * time.Second) // a wait: the token lapses unused
 	// root's token lapsed too: its client logs in again here, not below.
 	dnsdPut(t, root, svc("before", "10.96.1.0"))
 	before := etcdLogins(t, etcd)
-	on, next := proxy, other
-	if faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+other.Endpoint+`"}`) == 1 {
-		on, next = other, proxy
-	}
+	on, next := watchedProxy(t, d, proxy, other)
 	on.Process.Kill()
 	dnsdPut(t, root, svc("after", "10.96.1.1"))
-	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, a("after", "10.96.1.1")) })
+	waitFor(t, 10*time.Second, func() error { return faultAnswers(d.Addr, serviceA("after", "10.96.1.1")) })
 	log, err := os.ReadFile(d.LogPath)
 	if err != nil {
 		t.Fatal(err)
@@ -203,4 +156,46 @@ func TestPasswordTokenLapses(t *testing.T) {
 	if n := etcdLogins(t, etcd) - before; n != 1 {
 		t.Errorf("dnsd logged in %v times after its token lapsed, want once", n)
 	}
+}
+
+// loginDnsd starts the built dnsd on endpoints, logging in as user dnsd
+// with password, and waits for ready (its /readyz, or only /healthz).
+func loginDnsd(t *testing.T, endpoints, password string, ready bool, extra ...string) *dnsdInstance {
+	t.Helper()
+	d := &dnsdInstance{
+		Addr:    fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t)),
+		Metrics: fmt.Sprintf("http://127.0.0.1:%d", harness.FreePort(t)),
+	}
+	check := "/healthz"
+	if ready {
+		check = "/readyz"
+	}
+	d.Process = harness.StartProcess(t, harness.BuildBinary(t, "./cmd/dnsd"), append([]string{
+		"--etcd.endpoints=" + endpoints,
+		"--dnsd.listen=" + d.Addr,
+		"--dnsd.metrics-listen=" + strings.TrimPrefix(d.Metrics, "http://"),
+	}, extra...), []string{"ETCDNS_ETCD_USERNAME=dnsd", "ETCDNS_ETCD_PASSWORD=" + password}, func() error {
+		return harness.HTTPOK(d.Metrics + check)
+	})
+	return d
+}
+
+// serviceA is the answer to a default-namespace service's A question.
+func serviceA(name, ip string) []check {
+	q := name + ".default.svc.cluster.local."
+	return []check{{qname: q, qtype: dns.TypeA, answer: []string{q + " 5 IN A " + ip}}}
+}
+
+// watchedProxy returns the one of two proxies d's watch is on, and the
+// other.
+func watchedProxy(t *testing.T, d *dnsdInstance, a, b *harness.GRPCProxy) (on, next *harness.GRPCProxy) {
+	t.Helper()
+	switch {
+	case faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+a.Endpoint+`"}`) == 1:
+		return a, b
+	case faultMetric(t, d.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+b.Endpoint+`"}`) == 1:
+		return b, a
+	}
+	t.Fatal("dnsd reports its watch on neither proxy")
+	return nil, nil
 }
