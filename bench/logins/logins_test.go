@@ -14,8 +14,6 @@ package logins
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/netip"
 	"os"
 	"runtime"
@@ -54,27 +52,9 @@ func variants(t *testing.T) []variant {
 	return out
 }
 
-// metric is the value of the line of name (with its labels) in the
-// Prometheus page at base, or 0.
-func metric(base, name string) float64 {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(base + "/metrics")
-	if err != nil {
-		return 0
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, l := range strings.Split(string(page), "\n") {
-		if v, ok := strings.CutPrefix(l, name+" "); ok {
-			f, _ := strconv.ParseFloat(v, 64)
-			return f
-		}
-	}
-	return 0
-}
-
+// logins is the Authenticate calls etcd has answered.
 func logins(etcd *harness.Etcd) float64 {
-	return metric(etcd.Endpoint, `grpc_server_handled_total{grpc_code="OK",grpc_method="Authenticate",grpc_service="etcdserverpb.Auth",grpc_type="unary"}`)
+	return harness.Metric(etcd.Endpoint, `grpc_server_handled_total{grpc_code="OK",grpc_method="Authenticate",grpc_service="etcdserverpb.Auth",grpc_type="unary"}`)
 }
 
 func TestLogins(t *testing.T) {
@@ -149,7 +129,7 @@ func run(t *testing.T, v variant, round, n, proxies int) {
 	on := make([]int, len(ps))
 	for _, m := range metrics {
 		for j, p := range ps {
-			if metric(m, `etcdns_dnsd_watch_endpoint{endpoint="`+p.Endpoint+`"}`) == 1 {
+			if harness.Metric(m, `etcdns_dnsd_watch_endpoint{endpoint="`+p.Endpoint+`"}`) == 1 {
 				on[j]++
 			}
 		}
@@ -164,7 +144,7 @@ func run(t *testing.T, v variant, round, n, proxies int) {
 	ps[busiest].Kill()
 	rev := put("second")
 	for _, m := range metrics {
-		for metric(m, "etcdns_dnsd_etcd_revision") < rev {
+		for harness.Metric(m, "etcdns_dnsd_etcd_revision") < rev {
 			if time.Since(began) > time.Minute {
 				t.Fatalf("a frontend did not show revision %v within a minute", rev)
 			}
