@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,11 +43,14 @@ import (
 // keepalive, as gRPC's own dialer does): a member that stops acknowledging
 // is still cut off by the kernel within the timeout. Unlike gRPC's dialer
 // it ignores HTTPS_PROXY: dnsd's watch connects to etcd directly.
-func WatchReads(c config.Etcd, coalesce time.Duration) grpc.DialOption {
-	return grpc.WithContextDialer(watchDialer(dialTimeout(c), coalesce))
+//
+// received, if not nil, counts every byte the connections read: what a
+// frontend costs its etcd member or proxy in bandwidth (docs/fleet.md).
+func WatchReads(c config.Etcd, coalesce time.Duration, received *atomic.Uint64) grpc.DialOption {
+	return grpc.WithContextDialer(watchDialer(dialTimeout(c), coalesce, received))
 }
 
-func watchDialer(userTimeout, coalesce time.Duration) func(context.Context, string) (net.Conn, error) {
+func watchDialer(userTimeout, coalesce time.Duration, received *atomic.Uint64) func(context.Context, string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		network, address := target(addr)
 		var d net.Dialer
@@ -57,7 +61,9 @@ func watchDialer(userTimeout, coalesce time.Duration) func(context.Context, stri
 		if err != nil {
 			return nil, err
 		}
-		return newWatchConn(c, network, coalesce), nil
+		w := newWatchConn(c, network, coalesce)
+		w.received = received
+		return w, nil
 	}
 }
 
@@ -90,6 +96,8 @@ type watchConn struct {
 	// timer is what a window waits on where the poller can wait for it
 	// (Linux: see windowTimer); nil: time.Sleep.
 	timer *windowTimer
+	// received counts the bytes read (WatchReads); nil: not counted.
+	received *atomic.Uint64
 }
 
 func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn {
@@ -125,6 +133,9 @@ func (c *watchConn) Read(p []byte) (int, error) {
 	}
 	c.waited = false
 	n, err := c.read(p)
+	if c.received != nil && n > 0 {
+		c.received.Add(uint64(n))
+	}
 	c.full = n == len(p)
 	// A change read after a wait is likely the first of a burst; one read
 	// after a window, that the changes are still coming (without that the

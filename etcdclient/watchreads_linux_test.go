@@ -22,7 +22,7 @@ func pair(t *testing.T, coalesce time.Duration) (*watchConn, net.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	c, err := watchDialer(3*time.Second, coalesce)(context.Background(), ln.Addr().String())
+	c, err := watchDialer(3*time.Second, coalesce, nil)(context.Background(), ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,14 @@
 package etcdclient
 
-import "testing"
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
 
 func TestWatchReadsTarget(t *testing.T) {
 	for addr, want := range map[string][2]string{
@@ -12,5 +20,46 @@ func TestWatchReadsTarget(t *testing.T) {
 		if n, a := target(addr); n != want[0] || a != want[1] {
 			t.Errorf("target(%q) = %s %s; want %s %s", addr, n, a, want[0], want[1])
 		}
+	}
+}
+
+// Every connection the dialer makes adds what it reads to one count, and
+// only what it reads: docs/fleet.md's bandwidth a frontend costs.
+func TestWatchReadsCountWhatTheyRead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var received atomic.Uint64
+	dial := watchDialer(3*time.Second, 0, &received)
+	sent := map[int]string{0: strings.Repeat("a", 1000), 1: strings.Repeat("b", 70000)}
+	for i := range 2 {
+		c, err := dial(context.Background(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		const req = "a request, not counted"
+		go func() {
+			io.ReadFull(s, make([]byte, len(req)))
+			s.Write([]byte(sent[i]))
+			s.Close()
+		}()
+		if _, err := c.Write([]byte(req)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(c)
+		if err != nil || string(got) != sent[i] {
+			t.Fatalf("connection %d read %d bytes, %v; want %d", i, len(got), err, len(sent[i]))
+		}
+	}
+	if got, want := received.Load(), uint64(71000); got != want {
+		t.Errorf("counted %d bytes read; want %d", got, want)
 	}
 }

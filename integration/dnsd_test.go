@@ -253,3 +253,35 @@ func dnsdGet(t *testing.T, url string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// etcdns_dnsd_watch_received_bytes_total counts what the watch brings, as
+// on the wire: a change's keys and values at least, and not many times
+// more (docs/fleet.md's bandwidth a frontend costs its member or proxy).
+func TestDnsdCountsWatchBytes(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	d := startDnsd(t, etcd)
+	const metric = "etcdns_dnsd_watch_received_bytes_total"
+	before := faultMetric(t, d.Metrics, metric)
+
+	ops := make([]clientv3.Op, 50)
+	carried := 0 // the keys' and values' bytes: what the watch must bring
+	for i := range ops {
+		k, v := fmt.Sprintf("/skydns/local/cluster/svc/default/big/r%02d", i), fmt.Sprintf(`{"host":"10.1.0.%d"}`, i)
+		ops[i] = clientv3.OpPut(k, v)
+		carried += len(k) + len(v)
+	}
+	if _, err := etcd.Client(t).Txn(context.Background()).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		if n := len(dnsdAsk(t, "tcp", d.Addr, "big.default.svc.cluster.local.", dns.TypeA, 0).Answer); n != len(ops) {
+			return fmt.Errorf("%d addresses of %d", n, len(ops))
+		}
+		return nil
+	})
+	got := faultMetric(t, d.Metrics, metric) - before
+	t.Logf("%s grew by %.0f bytes for %d bytes of keys and values", metric, got, carried)
+	if got < float64(carried) || got > 3*float64(carried) {
+		t.Errorf("%s grew by %.0f bytes for a change of %d bytes of keys and values; want between 1 and 3 times that", metric, got, carried)
+	}
+}

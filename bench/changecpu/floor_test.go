@@ -96,7 +96,7 @@ func TestWatchFloorChild(t *testing.T) {
 	var err error
 	if mode == "grpc+window" {
 		var clis []*clientv3.Client
-		clis, _, err = etcdclient.DialEach(ctx, c, etcdclient.WatchReads(c, 50*time.Millisecond))
+		clis, _, err = etcdclient.DialEach(ctx, c, etcdclient.WatchReads(c, 50*time.Millisecond, nil))
 		if err == nil {
 			cli = clis[0]
 		}

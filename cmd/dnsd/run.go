@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,7 +67,12 @@ func run(ctx context.Context, cfg *config.Config) error {
 	st := store.New(cli, zones, cfg.Etcd.RequestTimeout, reg, log)
 	// The watch gets a client per endpoint, so that it can be moved past a
 	// member that has gone quiet (server/store's doc says why).
-	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd, etcdclient.WatchReads(cfg.Etcd, d.WatchCoalesce))
+	var received atomic.Uint64
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "etcdns_dnsd_watch_received_bytes_total",
+		Help: "Bytes read from etcd on the watch's connections (the watch stream, its liveness and lag reads), as on the wire: what this frontend costs its etcd member or proxy in bandwidth.",
+	}, func() float64 { return float64(received.Load()) }))
+	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd, etcdclient.WatchReads(cfg.Etcd, d.WatchCoalesce, &received))
 	if err != nil {
 		return err
 	}

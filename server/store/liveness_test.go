@@ -640,7 +640,7 @@ func TestProgressAnswerAmongEventsCounts(t *testing.T) {
 	// Read as dnsd reads it: a read that brought a change opens a window,
 	// and what came in it, the answer among the events, is read at once.
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{frz.l.Addr().String()}, DialTimeout: 5 * time.Second,
-		DialOptions: []grpc.DialOption{etcdclient.WatchReads(config.Etcd{}, 50*time.Millisecond)}})
+		DialOptions: []grpc.DialOption{etcdclient.WatchReads(config.Etcd{}, 50*time.Millisecond, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}
