@@ -73,6 +73,9 @@ func variants(t *testing.T) []variant {
 	return out
 }
 
+// watchBytes is what dnsd read on its watch connections, as on the wire.
+const watchBytes = "etcdns_dnsd_watch_received_bytes_total"
+
 var layout = keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "bench"}
 
 // record is the i-th A record: 100 names a service, 100 services a
@@ -192,8 +195,8 @@ func TestChangeCPU(t *testing.T) {
 		fmt.Printf("%d records (%d ClusterIP services: an A, a PTR and an SRV each), %d readdresses a second, each a transaction, for %s, %d rounds of %d builds alternated\n\n",
 			len(w.records), len(w.records)/3, rate, duration, rounds, len(vs))
 	}
-	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | read / write syscalls a change | context switches a change | allocated a change | collections | process CPU a change |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| build | round | VmRSS after load (anon / file) | VmRSS after the changes (anon / file) | changes | idle CPU | read / write syscalls a change | context switches a change | allocated a change | collections | watch bytes a change | process CPU a change |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	next := 0 // the next change's record number
 	for round := 1; round <= rounds; round++ {
 		for _, v := range vs {
@@ -228,6 +231,7 @@ func TestChangeCPU(t *testing.T) {
 			}
 			cpu0, io0, sw0 := harness.ProcCPU(pid), procIO(pid), harness.ProcSwitches(pid)
 			alloc0, gcs0 := harness.Metric("http://"+ops, "go_memstats_alloc_bytes_total"), harness.Metric("http://"+ops, "go_gc_duration_seconds_count")
+			wire0 := harness.Metric("http://"+ops, watchBytes)
 			made, lastRev := 0, int64(0)
 			tick := time.NewTicker(time.Second / time.Duration(rate))
 			for end := time.Now().Add(duration); time.Now().Before(end); {
@@ -251,6 +255,10 @@ func TestChangeCPU(t *testing.T) {
 			// Read before the profiles below, which allocate and collect.
 			allocs := harness.Metric("http://"+ops, "go_memstats_alloc_bytes_total") - alloc0
 			gcs := harness.Metric("http://"+ops, "go_gc_duration_seconds_count") - gcs0
+			wire := "-" // a build from before the metric
+			if w := harness.Metric("http://"+ops, watchBytes); wire0 >= 0 && w >= 0 {
+				wire = fmt.Sprintf("%.0f B", (w-wire0)/float64(made))
+			}
 			io1, sw1 := procIO(pid), harness.ProcSwitches(pid)
 			after := harness.ProcMemory(pid)
 			if dir := os.Getenv("SMAPS"); dir != "" && round == 1 {
@@ -267,9 +275,9 @@ func TestChangeCPU(t *testing.T) {
 			}
 			p.Stop()
 			per := func(a, b int64) string { return fmt.Sprintf("%.1f", float64(b-a)/float64(made)) }
-			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f B | %.0f | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
+			fmt.Printf("| %s | %d | %s | %s | %d | %.1f ms/s, %.0f switches/s | %s / %s | %s | %.0f B | %.0f | %s | %.0f us |\n", v.name, round, rss(loaded), rss(after), made,
 				float64(idleCPU.Microseconds())/1000/idle.Seconds(), float64(idleSw)/idle.Seconds(), per(io0["syscr"], io1["syscr"]), per(io0["syscw"], io1["syscw"]),
-				per(sw0, sw1), allocs/float64(made), gcs, float64(cpu.Microseconds())/float64(made))
+				per(sw0, sw1), allocs/float64(made), gcs, wire, float64(cpu.Microseconds())/float64(made))
 		}
 	}
 	load2, _ := os.ReadFile("/proc/loadavg")

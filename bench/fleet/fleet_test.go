@@ -167,8 +167,8 @@ func TestFleet(t *testing.T) {
 	}
 	fmt.Printf("\nMachine: %d x %s. %d etcd member(s); %d ClusterIP services in it (an A, a PTR and an SRV each, %d records); %d writer(s) making %d service changes/s in all, one probe change/s; %v of probing per row. Frontends' start jitter: %s; through a proxy, pages of %d keys (dnsd.page-size, as overlays/node-local-proxied; a build from before the setting reads 50,000). %s\n\n",
 		runtime.NumCPU(), model, base.members, base.services, 3*base.services, base.writers, base.changes, base.duration, jitter, base.proxyPage, pinned)
-	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | frontend CPU p50 / max while probed | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | frontends' watch restarts by reason | frontend RSS p50 / max (anonymous p50 / max) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| frontends | path | cold start: all ready | frontend CPU by then p50 / max | proxy cache hits / misses by then | etcd's bytes by then a frontend | writer put p99 in the storm / after | probes | put to answer on every frontend p50 / p99 / max | unanswered after 1 s | slowest frontend (its p99) | frontend CPU p50 / max while probed | etcd CPU s/s per member | proxy CPU s/s | watches on etcd | bytes a change to each frontend p50 / max | etcd's bytes a change, all clients | frontends' watch restarts by reason | frontend RSS p50 / max (anonymous p50 / max) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Println(r.row)
 	}
@@ -540,6 +540,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	// The storm: every frontend started at once, each given every
 	// endpoint (dnsd picks one at random) or its proxy.
 	fes := make([]frontend, n)
+	sent0 := etcdSent(endpoints)
 	storm := time.Now()
 	for i := range fes {
 		eps := strings.Join(endpoints, ",")
@@ -613,7 +614,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 				lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
 				t.Logf("a frontend not ready, the end of its log:\n%s", strings.Join(lines[max(len(lines)-8, 0):], "\n"))
 			}
-			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d of them gave no answer within 2 s; %d page retries) | %.2f / %.2f s | %s | %.1f / - ms | - | - | - | - | - | - | - | - | %s | - |",
+			return result{row: fmt.Sprintf("| %d | %s | %d of %d not ready after %v (%d of them gave no answer within 2 s; %d page retries) | %.2f / %.2f s | %s | - | %.1f / - ms | - | - | - | - | - | - | - | - | - | - | %s | - |",
 				n, path, len(pending), n, limit, silent, loadRetries(fes), cpu[len(cpu)/2], cpu[len(cpu)-1], proxyCache(pxs), float64(pct(ws, 99))/1e6, watchRestarts(fes))}
 		}
 		pending, _ = stillStarting(pending, storm.Add(limit))
@@ -628,6 +629,13 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	stormWrites := writes.between(storm, storm.Add(coldStart))
 	retried := loadRetries(fes)
 	cached := proxyCache(pxs)
+	// What the members sent while the fleet started, a frontend's share:
+	// straight, each one's load (etcd's gRPC payload, the writers' replies
+	// beside it); through proxies, what the proxies asked for.
+	stormSent := "-"
+	if sent1 := etcdSent(endpoints); sent0 >= 0 && sent1 >= 0 {
+		stormSent = fmt.Sprintf("%.2f MB", (sent1-sent0)/float64(n)/1e6)
+	}
 	after := time.Now()
 
 	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
@@ -680,6 +688,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	for i, f := range fes {
 		fcpu0[i] = harness.ProcCPU(f.p.Pid())
 	}
+	wire := bandwidth(fes, endpoints, &writes)
 	// probing changes the probe record once a second for d, each change
 	// timed from its put to its answer on every frontend; one not
 	// answered within wait (the first round's firstWait) is unanswered.
@@ -749,6 +758,7 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	}
 	start := time.Now()
 	steady := probing(f.duration, 900*time.Millisecond, 900*time.Millisecond)
+	perFrontend, etcdSent := wire(steady.probes)
 	lat, perFE, unanswered, probes := steady.lat, steady.perFE, steady.unanswered, steady.probes
 	elapsed := time.Since(start).Seconds()
 	ecpu, etcdSum := etcdCPU(elapsed)
@@ -807,14 +817,70 @@ func (f fleet) run(t *testing.T, dnsd string) result {
 	if proxyCol == "" {
 		proxyCol = "-"
 	}
-	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s / %s ms%s | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.1f / %.1f ms/s | %s | %s | %.0f | %s | %.1f / %.1f MiB (anon %.1f / %.1f) |",
-		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)), failed,
+	row := fmt.Sprintf("| %d | %s | %.1f s (%d page retries) | %.2f / %.2f s | %s | %s | %s / %s ms%s | %d | %s / %s / %s ms | %d of %d | #%d (%s ms) | %.1f / %.1f ms/s | %s | %s | %.0f | %s | %s | %s | %.1f / %.1f MiB (anon %.1f / %.1f) |",
+		n, path, coldStart.Seconds(), retried, startCPU[len(startCPU)/2], startCPU[len(startCPU)-1], cached, stormSent, ms(pct(stormWrites, 99)), ms(pct(afterWrites, 99)), failed,
 		probes, ms(pct(lat, 50)), ms(pct(lat, 99)), ms(pct(lat, 100)), unanswered, probes*n,
-		slowest, ms(slowP99), fcpu[len(fcpu)/2], fcpu[len(fcpu)-1], strings.Join(ecpu, " + "), proxyCol, watchers, restarts, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
+		slowest, ms(slowP99), fcpu[len(fcpu)/2], fcpu[len(fcpu)-1], strings.Join(ecpu, " + "), proxyCol, watchers, perFrontend, etcdSent, restarts, rss[len(rss)/2], rss[len(rss)-1], anon[len(anon)/2], anon[len(anon)-1])
 	if killed != "" {
 		killed = fmt.Sprintf("| %d | %s | %s", n, path, killed)
 	}
 	return result{row: row, path: path, n: n, etcdCPU: etcdSum, proxyCPU: proxySum, measured: true, killed: killed}
+}
+
+// bandwidth reads what the frontends have read on their watch
+// connections and what the members have sent their clients, now; the
+// function it returns gives, for the changes made since (the writers'
+// puts in w, and the probes it is told of), the bytes a change each
+// frontend read (p50 / max: the wire between it and its
+// member or proxy) and the bytes a change the members sent in all (gRPC
+// payload, to every client: the frontends or proxies watching, the
+// writers, the probes). A frontend that could not be read, or a build
+// from before etcdns_dnsd_watch_received_bytes_total, shows "-".
+func bandwidth(fes []frontend, members []string, w *writeLog) func(probes int) (perFrontend, etcdSent string) {
+	const watchBytes = "etcdns_dnsd_watch_received_bytes_total"
+	read := func() (fe []float64, sent float64) {
+		fe = make([]float64, len(fes))
+		for i := range fe {
+			fe[i] = -1 // not asked: past the deadline
+		}
+		askMany(fes, 64, time.Now().Add(metricsTime), func(i int, f frontend) { fe[i] = harness.Metric(f.metrics, watchBytes) })
+		return fe, etcdSent(members)
+	}
+	from := time.Now()
+	fe0, sent0 := read()
+	return func(probes int) (string, string) {
+		fe1, sent1 := read()
+		changes := len(w.between(from, time.Now())) + probes
+		perFrontend, etcdSent := "-", "-"
+		var per []float64
+		for i := range fes {
+			if fe0[i] >= 0 && fe1[i] >= 0 {
+				per = append(per, (fe1[i]-fe0[i])/float64(max(changes, 1)))
+			}
+		}
+		if len(per) == len(fes) && len(per) > 0 {
+			slices.Sort(per)
+			perFrontend = fmt.Sprintf("%.0f / %.0f B", per[len(per)/2], per[len(per)-1])
+		}
+		if sent0 >= 0 && sent1 >= 0 {
+			etcdSent = fmt.Sprintf("%.1f KB", (sent1-sent0)/float64(max(changes, 1))/1000)
+		}
+		return perFrontend, etcdSent
+	}
+}
+
+// etcdSent is what the members have sent their gRPC clients, in all
+// (etcd counts each message's payload); -1 if a member cannot be read.
+func etcdSent(members []string) float64 {
+	sent := 0.0
+	for _, m := range members {
+		v := harness.Metric(m, "etcd_network_client_grpc_sent_bytes_total")
+		if v < 0 {
+			return -1
+		}
+		sent += v
+	}
+	return sent
 }
 
 // cpuSince reads each process's CPU now; the function it returns gives

@@ -7,7 +7,8 @@
 # changed once a second, timed from its put to the moment every frontend
 # answers it. Prints put-to-answer p50/p99/max over every frontend, the
 # slowest frontend, each etcd member's and proxy's CPU seconds per second,
-# frontend RSS, and the machine.
+# the bytes a change each frontend reads and the members send, the members'
+# bytes a frontend in the cold start, frontend RSS, and the machine.
 #
 #   bench/fleet/run.sh
 #   FRONTENDS=25,50,100 MEMBERS=3 WRITERS=3 DURATION=20 bench/fleet/run.sh
