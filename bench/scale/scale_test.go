@@ -834,13 +834,21 @@ type loop struct {
 
 type loopStats struct {
 	total, ok, servfail, otherRcode, wrong, timeouts int
-	maxLatency                                       time.Duration
+	latencies                                        []time.Duration // of every query, answered or not
 	took                                             time.Duration
 }
 
 func (s loopStats) String() string {
-	return fmt.Sprintf("%d queries in %s (%.0f/s): %d right, %d SERVFAIL, %d other rcode, %d wrong answer, %d timeouts; max latency %s",
-		s.total, round(s.took), float64(s.total)/max(s.took.Seconds(), 1e-9), s.ok, s.servfail, s.otherRcode, s.wrong, s.timeouts, s.maxLatency.Round(time.Microsecond))
+	lat := slices.Clone(s.latencies)
+	slices.Sort(lat)
+	at := func(p int) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)*p/100, len(lat)-1)].Round(time.Microsecond)
+	}
+	return fmt.Sprintf("%d queries in %s (%.0f/s): %d right, %d SERVFAIL, %d other rcode, %d wrong answer, %d timeouts; latency p50 %s, p99 %s, max %s",
+		s.total, round(s.took), float64(s.total)/max(s.took.Seconds(), 1e-9), s.ok, s.servfail, s.otherRcode, s.wrong, s.timeouts, at(50), at(99), at(100))
 }
 
 func startLoop(addr string, w world, untouched, qps int) *loop {
@@ -876,7 +884,7 @@ func startLoop(addr string, w world, untouched, qps int) *loop {
 				l.mu.Lock()
 				s := &l.stats
 				s.total++
-				s.maxLatency = max(s.maxLatency, lat)
+				s.latencies = append(s.latencies, lat)
 				switch {
 				case err != nil:
 					s.timeouts++
