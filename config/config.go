@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +104,7 @@ type Dnsd struct {
 	SOAExpire     uint32   `mapstructure:"soa-expire"`
 	SOAMinimum    uint32   `mapstructure:"soa-minimum"`
 	MetricsListen string   `mapstructure:"metrics-listen"`
+	QueryLog      []string `mapstructure:"query-log"`
 
 	TCPIdleTimeout    time.Duration `mapstructure:"tcp-idle-timeout"`
 	TCPMaxConnections int           `mapstructure:"tcp-max-connections"`
@@ -595,6 +597,11 @@ func (c *Config) Validate(sections ...string) error {
 			errs = append(errs, err)
 		}
 		checkListen(bad, "dnsd.metrics-listen", d.MetricsListen)
+		for _, c := range d.QueryLog {
+			if !slices.Contains(QueryLogClasses, strings.ToLower(strings.TrimSpace(c))) {
+				bad("dnsd.query-log", "%q: want some of %s", c, strings.Join(QueryLogClasses, ", "))
+			}
+		}
 		for key, n := range map[string]string{"dnsd.soa-mname": d.SOAMname, "dnsd.soa-rname": d.SOARname} {
 			if _, err := keys.CanonicalName(n); err != nil {
 				bad(key, "%v", err)
@@ -624,6 +631,10 @@ func (c *Config) Validate(sections ...string) error {
 	}
 	return errors.Join(errs...)
 }
+
+// QueryLogClasses are the classes of answers dnsd.query-log may name, as
+// CoreDNS's log plugin names them (server.ParseLogClasses reads them).
+var QueryLogClasses = []string{"all", "success", "denial", "error"}
 
 // apZone is the autopath pseudo-zone (server/answer.ApZone).
 const apZone = "ap.k8s.io"

@@ -64,6 +64,22 @@ func TestForwardSettings(t *testing.T) {
 	}
 }
 
+// The query log is off unless classes are named, on the command line or in
+// the environment.
+func TestQueryLogSetting(t *testing.T) {
+	c, err := load(t, nil, all()...)
+	if err != nil || len(c.Dnsd.QueryLog) != 0 {
+		t.Fatalf("default query log %q, %v; want none", c.Dnsd.QueryLog, err)
+	}
+	t.Setenv("ETCDNS_DNSD_QUERY_LOG", "denial,error")
+	if c, err = load(t, nil, all()...); err != nil || strings.Join(c.Dnsd.QueryLog, " ") != "denial error" {
+		t.Errorf("ETCDNS_DNSD_QUERY_LOG=denial,error: %q, %v", c.Dnsd.QueryLog, err)
+	}
+	if c, err = load(t, []string{"--dnsd.query-log", "all"}, all()...); err != nil || strings.Join(c.Dnsd.QueryLog, " ") != "all" {
+		t.Errorf("--dnsd.query-log all: %q, %v", c.Dnsd.QueryLog, err)
+	}
+}
+
 // Federation is off in the publisher until it is given a federation name;
 // dnsd answers a zone as the federation zone only once dnsd.zones lists it.
 func TestFederationSettings(t *testing.T) {
@@ -189,6 +205,7 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--cluster.federation-domain", "svc.cluster.local"}, want: "cluster.federation-domain"},
 		{args: []string{"--cluster.federation-domain", "local"}, want: "cluster.federation-domain"},
 		{args: []string{"--dnsd.page-size", "0"}, want: "dnsd.page-size"},
+		{args: []string{"--dnsd.query-log", "denial,nxdomain"}, want: `dnsd.query-log: "nxdomain": want some of all, success, denial, error`},
 		{args: []string{"--dnsd.page-size", "many"}, want: "dnsd.page-size"},
 		{args: []string{"--dnsd.watch-coalesce", "-1ms"}, want: "dnsd.watch-coalesce"},
 		{args: []string{"--dnsd.watch-coalesce", "251ms"}, want: "at most half of dnsd.watch-max-lag"},
@@ -244,6 +261,7 @@ func TestFlagTypes(t *testing.T) {
 		"dnsd.ttl":                   "uint32",
 		"dnsd.tcp-max-connections":   "int",
 		"dnsd.page-size":             "int",
+		"dnsd.query-log":             "strings",
 		"dnsd.source-cluster-option": "uint16",
 		"dnsd.rotate":                "", // a bare --dnsd.rotate is true
 		"dnsd.listen":                "string",

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -284,4 +285,35 @@ func TestDnsdCountsWatchBytes(t *testing.T) {
 	if got < float64(carried) || got > 3*float64(carried) {
 		t.Errorf("%s grew by %.0f bytes for a change of %d bytes of keys and values; want between 1 and 3 times that", metric, got, carried)
 	}
+}
+
+// dnsd.query-log writes a line for each answer of its classes, as
+// CoreDNS's log plugin would, and none for the others.
+func TestDnsdQueryLog(t *testing.T) {
+	etcd := harness.StartEtcd(t)
+	dnsdPut(t, etcd.Client(t), dnsdRecords(dnsdBuilder(t).Service(dnsdService("default", "web", "10.96.7.7"), nil)))
+	d := startDnsd(t, etcd, "--dnsd.query-log=denial")
+	if r := dnsdAsk(t, "udp", d.Addr, "web.default.svc.cluster.local.", dns.TypeA, 0); len(r.Answer) != 1 {
+		t.Fatalf("web: %v", r)
+	}
+	if r := dnsdAsk(t, "udp", d.Addr, "nosuch.default.svc.cluster.local.", dns.TypeA, 0); r.Rcode != dns.RcodeNameError {
+		t.Fatalf("nosuch: %v", r)
+	}
+	waitFor(t, 5*time.Second, func() error {
+		b, err := os.ReadFile(d.LogPath)
+		if err != nil {
+			return err
+		}
+		var queries []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "msg=query ") {
+				queries = append(queries, l)
+			}
+		}
+		if len(queries) != 1 || !strings.Contains(queries[0], " proto=udp ") || !strings.Contains(queries[0], " type=A class=IN name=nosuch.default.svc.cluster.local. ") ||
+			!strings.Contains(queries[0], " rcode=NXDOMAIN flags=qr,aa,rd ") {
+			return fmt.Errorf("query lines %q; want nosuch's NXDOMAIN alone", queries)
+		}
+		return nil
+	})
 }

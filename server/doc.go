@@ -49,7 +49,12 @@
 // asks its own server. Such an answer waits like a forwarded one and is
 // never cached.
 //
-// It owns sockets, metrics, timing and that cache, and nothing else:
+// The query log (querylog.go, off by default) writes a line for each
+// answer of the classes asked for, after the answer is built; with it
+// off, the answer path pays a test of one field.
+//
+// It owns sockets, metrics, timing, that cache and the query log, and
+// nothing else:
 // answers come from server/answer, records from server/store, upstream
 // answers from server/forward. It must never call etcd, and nothing but a
 // forwarded question or such a chased answer ever waits on anything but

@@ -492,7 +492,9 @@ next:
 
 // handle returns the response to one query message, or nil to stay
 // silent. The response is in w.out, valid until the next call.
-func (w *worker) handle(b []byte) []byte {
+// respond answers the query b: the response to send, nil for none (a
+// UDP answer an upstream sends later, forwardUDP).
+func (w *worker) respond(b []byte) []byte {
 	s := w.s
 	start := w.now()
 	sn := s.snapshot()

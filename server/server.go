@@ -53,6 +53,7 @@ type Server struct {
 	cacheLimits       [2]int64 // entries, bytes: cacheLimit and cacheBytes but in tests
 
 	searches map[searchKey][]prometheus.Counter // autopath.go
+	queryLog LogClasses                         // querylog.go; none: no query log
 
 	// DNS over TCP: a connection with no complete query for TCPIdle is
 	// closed, and at most TCPMaxConns are open. Set before Serve.

@@ -32,6 +32,9 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
 			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
+			if s.queryLog != 0 {
+				s.logQuery(to, false, req, req.Len(), b, time.Since(start))
+			}
 		}
 	}()
 	return true

@@ -107,6 +107,14 @@ func run(ctx context.Context, cfg *config.Config) error {
 		Autopath:   autopath(d, cfg.Cluster.Pods, log),
 	}, reg, log)
 	srv.TCPIdle, srv.TCPMaxConns = d.TCPIdleTimeout, d.TCPMaxConnections
+	if len(d.QueryLog) > 0 {
+		classes, err := server.ParseLogClasses(d.QueryLog)
+		if err != nil {
+			return fmt.Errorf("dnsd.query-log: %w", err)
+		}
+		srv.SetQueryLog(classes)
+		log.Info("logging queries", "classes", d.QueryLog)
+	}
 	if d.Forward {
 		f, err := forwarder(d, reg, log)
 		if err != nil {

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"bytes"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdns/etcdns/config"
+	"github.com/etcdns/etcdns/server/snap"
+)
+
+// lockedBuffer is a log's output, written by the server's goroutines and
+// read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
+}
+
+// The query log writes a line for each answer of the classes asked for,
+// over UDP and TCP, with what CoreDNS's log plugin shows, and none for the
+// others.
+func TestQueryLog(t *testing.T) {
+	for _, tc := range []struct {
+		classes []string
+		want    []string // the lines' names, in the order asked
+	}{
+		{[]string{"denial", "error"}, []string{"nosuch.default.svc.cluster.local.", "kubernetes.default.svc.cluster.local.", "example.com."}},
+		{[]string{"all"}, []string{"kubernetes.default.svc.cluster.local.", "nosuch.default.svc.cluster.local.", "kubernetes.default.svc.cluster.local.", "example.com."}},
+		{[]string{"success"}, []string{"kubernetes.default.svc.cluster.local."}},
+	} {
+		t.Run(strings.Join(tc.classes, ","), func(t *testing.T) {
+			classes, err := ParseLogClasses(tc.classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out lockedBuffer
+			sn := testSnapshot(t, 0)
+			srv := New(func() *snap.Snapshot { return sn }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&out, nil)))
+			srv.SetQueryLog(classes)
+			l, stop, done := start(t, srv, "127.0.0.1:0")
+			defer func() {
+				stop()
+				<-done
+			}()
+			for _, q := range []struct {
+				net, name string
+				qtype     uint16
+				rcode     int
+			}{
+				{"udp", "kubernetes.default.svc.cluster.local.", dns.TypeA, dns.RcodeSuccess},
+				{"udp", "nosuch.default.svc.cluster.local.", dns.TypeA, dns.RcodeNameError},
+				{"tcp", "kubernetes.default.svc.cluster.local.", dns.TypeAAAA, dns.RcodeSuccess}, // NODATA
+				{"tcp", "example.com.", dns.TypeA, dns.RcodeRefused},                             // outside the zones, no forwarder
+			} {
+				m := new(dns.Msg).SetQuestion(q.name, q.qtype)
+				m.Id = 4242
+				r, _, err := (&dns.Client{Net: q.net, Timeout: 2 * time.Second}).Exchange(m, l.Addr)
+				if err != nil || r.Rcode != q.rcode {
+					t.Fatalf("%s %s: %v %v", q.net, q.name, r, err)
+				}
+			}
+			lines := out.lines()
+			var names []string
+			for _, line := range lines {
+				if line == "" {
+					continue
+				}
+				if !strings.Contains(line, "msg=query ") {
+					t.Errorf("a line that is no query's: %s", line)
+					continue
+				}
+				names = append(names, field(line, "name"))
+			}
+			if strings.Join(names, " ") != strings.Join(tc.want, " ") {
+				t.Fatalf("lines for %v; want %v:\n%s", names, tc.want, strings.Join(lines, "\n"))
+			}
+			for _, line := range lines {
+				want := map[string]string{"id": "4242", "class": "IN", "do": "false", "bufsize": "512"}
+				switch field(line, "name") {
+				case "nosuch.default.svc.cluster.local.":
+					want["proto"], want["type"], want["rcode"], want["flags"] = "udp", "A", "NXDOMAIN", "qr,aa,rd"
+				case "example.com.":
+					want["proto"], want["type"], want["rcode"], want["flags"] = "tcp", "A", "REFUSED", "qr,rd"
+				case "kubernetes.default.svc.cluster.local.":
+					want["rcode"], want["flags"] = "NOERROR", "qr,aa,rd"
+				}
+				for k, v := range want {
+					if got := field(line, k); got != v {
+						t.Errorf("%s=%q; want %q in %s", k, got, v, line)
+					}
+				}
+				host, _, err := net.SplitHostPort(field(line, "client"))
+				if err != nil || host != "127.0.0.1" {
+					t.Errorf("client %q; want 127.0.0.1 and the client's port", field(line, "client"))
+				}
+				if field(line, "size") == "" || field(line, "rsize") == "" || field(line, "duration") == "" {
+					t.Errorf("no size, rsize or duration: %s", line)
+				}
+			}
+		})
+	}
+}
+
+// field is the value of key in a line of slog's text format.
+func field(line, key string) string {
+	for _, f := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return ""
+}
+
+func TestParseLogClasses(t *testing.T) {
+	for names, want := range map[string]LogClasses{
+		"":              0,
+		"all":           LogAll,
+		"denial,error":  LogDenial | LogError,
+		"Success":       LogSuccess,
+		"success,error": LogSuccess | LogError,
+	} {
+		var list []string
+		if names != "" {
+			list = strings.Split(names, ",")
+		}
+		if got, err := ParseLogClasses(list); err != nil || got != want {
+			t.Errorf("ParseLogClasses(%q) = %v, %v; want %v", names, got, err, want)
+		}
+	}
+	// What the configuration lets through, the server reads.
+	if _, err := ParseLogClasses(config.QueryLogClasses); err != nil {
+		t.Errorf("config.QueryLogClasses: %v", err)
+	}
+	if _, err := ParseLogClasses([]string{"nxdomain"}); err == nil || !strings.Contains(err.Error(), `"nxdomain"`) {
+		t.Errorf("nxdomain: %v; want an error naming it", err)
+	}
+}
