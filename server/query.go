@@ -490,10 +490,9 @@ next:
 	}
 }
 
-// handle returns the response to one query message, or nil to stay
-// silent. The response is in w.out, valid until the next call.
-// respond answers the query b: the response to send, nil for none (a
-// UDP answer an upstream sends later, forwardUDP).
+// respond answers the query b: the response to send, or nil for none
+// (silence, or a UDP answer an upstream sends later: forwardUDP). The
+// response is in w.out, valid until the next call.
 func (w *worker) respond(b []byte) []byte {
 	s := w.s
 	start := w.now()
@@ -587,7 +586,7 @@ func (w *worker) respond(b []byte) []byte {
 		switch {
 		case w.pc == nil:
 			m = ask()
-		case s.forwardUDP(w.pc, w.from, sn, req, size, start, forwarded, ask):
+		case s.forwardUDP(w.pc, w.from, sn, req, len(b), size, start, forwarded, ask):
 			return nil
 		case chased:
 			// Every slot taken: the answer without what is outside, as
@@ -665,7 +664,12 @@ func (w *worker) oversized(hdr []byte) []byte {
 		return nil
 	}
 	w.pf = pfOf(w.tcp, w.from.Addr())
-	return w.reject(hdr, formErr, 0, w.now())
+	start := w.now()
+	out := w.reject(hdr, formErr, 0, start)
+	if w.s.queryLog != 0 {
+		w.s.logQuery(w.from, w.tcp, nil, len(hdr), out, time.Since(start))
+	}
+	return out
 }
 
 // cacheable is false for answers that differ by who asks and how:

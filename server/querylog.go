@@ -11,15 +11,15 @@ import (
 )
 
 // LogClasses are the answers a query log writes a line for, as CoreDNS's
-// log plugin classes them (its "class" setting), so that an operator's
-// habit and filters carry over. None: no query log, and the answer path
-// pays a test of the field, nothing more.
+// log plugin classes them (its "class" setting, response.Classify), so
+// that an operator's habit and filters carry over. None: no query log,
+// and the answer path pays a test of the field, nothing more.
 type LogClasses uint8
 
 const (
-	LogSuccess LogClasses = 1 << iota // NOERROR with records in the answer section
-	LogDenial                         // NXDOMAIN, or NOERROR with none (NODATA)
-	LogError                          // any other rcode: SERVFAIL, REFUSED, FORMERR, NOTIMP
+	LogSuccess LogClasses = 1 << iota // NOERROR with records, or a referral
+	LogDenial                         // NXDOMAIN or NODATA: the zone's SOA in the authority section
+	LogError                          // every other answer: SERVFAIL, REFUSED, FORMERR, NOTIMP, BADVERS, a denial without an SOA
 	LogAll     = LogSuccess | LogDenial | LogError
 )
 
@@ -50,12 +50,14 @@ func ParseLogClasses(names []string) (LogClasses, error) {
 // before Serve.
 func (s *Server) SetQueryLog(classes LogClasses) { s.queryLog = classes }
 
-// handle answers the query b, and logs it when the query log is on.
+// handle returns the response to one query message, or nil to stay
+// silent, and logs it when the query log is on. The response is in w.out,
+// valid until the next call.
 func (w *worker) handle(b []byte) []byte {
 	if w.s.queryLog == 0 {
 		return w.respond(b)
 	}
-	start := time.Now()
+	start := w.now() // a UDP batch's start, as the answer time metrics count it
 	out := w.respond(b)
 	if out != nil {
 		req := new(dns.Msg)
@@ -76,17 +78,13 @@ func (s *Server) logQuery(from netip.AddrPort, tcp bool, req *dns.Msg, size int,
 	if len(resp) < 12 {
 		return
 	}
-	rcode := int(resp[3] & 0x0f)
-	var class LogClasses
-	switch {
-	case rcode == dns.RcodeSuccess && binary.BigEndian.Uint16(resp[6:8]) > 0:
-		class = LogSuccess
-	case rcode == dns.RcodeSuccess || rcode == dns.RcodeNameError:
-		class = LogDenial
-	default:
-		class = LogError
+	m := new(dns.Msg)
+	if m.Unpack(resp) != nil {
+		// Not ours to fail on: the header alone, as a malformed upstream
+		// answer would have been passed on.
+		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: int(resp[3] & 0x0f)}}
 	}
-	if s.queryLog&class == 0 {
+	if s.queryLog&classOf(m) == 0 {
 		return
 	}
 	proto := "udp"
@@ -102,8 +100,30 @@ func (s *Server) logQuery(from netip.AddrPort, tcp bool, req *dns.Msg, size int,
 		}
 		attrs = append(attrs, "type", dns.Type(q.Qtype).String(), "class", dns.Class(q.Qclass).String(), "name", q.Name, "do", do, "bufsize", bufsize)
 	}
-	attrs = append(attrs, "size", size, "rcode", dns.RcodeToString[rcode], "flags", flags(resp), "rsize", len(resp), "duration", took)
+	attrs = append(attrs, "size", size, "rcode", rcodeLabel(m.Rcode), "flags", flags(resp), "rsize", len(resp), "duration", took)
 	s.log.Info("query", attrs...)
+}
+
+// classOf is the class of an answer by CoreDNS's rules (response.Typify,
+// then Classify): records answered or a referral succeed; NXDOMAIN, or
+// NOERROR without records, denies only with an SOA in the authority
+// section; everything else, an extended rcode such as BADVERS included,
+// is an error.
+func classOf(m *dns.Msg) LogClasses {
+	if m.Rcode == dns.RcodeSuccess && len(m.Answer) > 0 {
+		return LogSuccess
+	}
+	soa := false
+	for _, rr := range m.Ns {
+		soa = soa || rr.Header().Rrtype == dns.TypeSOA
+	}
+	switch {
+	case soa && (m.Rcode == dns.RcodeSuccess || m.Rcode == dns.RcodeNameError):
+		return LogDenial
+	case m.Rcode == dns.RcodeSuccess:
+		return LogSuccess // a referral (NS records), or nothing at all
+	}
+	return LogError
 }
 
 // flags are the header flags of resp that are set, as dig and CoreDNS

@@ -154,3 +154,49 @@ func TestParseLogClasses(t *testing.T) {
 		t.Errorf("nxdomain: %v; want an error naming it", err)
 	}
 }
+
+// The error class holds what dnsd itself turns away: an EDNS version it
+// does not speak (BADVERS, an extended rcode), a datagram too large to be
+// a query (FORMERR, never parsed), a question outside its zones (REFUSED).
+func TestQueryLogErrors(t *testing.T) {
+	var out lockedBuffer
+	sn := testSnapshot(t, 0)
+	srv := New(func() *snap.Snapshot { return sn }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&out, nil)))
+	srv.SetQueryLog(LogError)
+	l, stop, done := start(t, srv, "127.0.0.1:0")
+	defer func() {
+		stop()
+		<-done
+	}()
+	m := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	m.IsEdns0().SetVersion(1)
+	if r, _, err := (&dns.Client{Timeout: 2 * time.Second}).Exchange(m, l.Addr); err != nil || r.Rcode != dns.RcodeBadVers {
+		t.Fatalf("EDNS version 1: %v %v", r, err)
+	}
+	c, err := net.Dial("udp", l.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	big := make([]byte, 65000)
+	copy(big, pack(t, 4242, "kubernetes.default.svc.cluster.local.", dns.TypeA))
+	if _, err := c.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	resp := make([]byte, 512)
+	if n, err := c.Read(resp); err != nil || n < 12 || resp[3]&0x0f != dns.RcodeFormatError {
+		t.Fatalf("65,000 bytes: %x %v", resp[:n], err)
+	}
+	if r, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(new(dns.Msg).SetQuestion("example.com.", dns.TypeA), l.Addr); err != nil || r.Rcode != dns.RcodeRefused {
+		t.Fatalf("example.com: %v %v", r, err)
+	}
+	var rcodes []string
+	for _, line := range out.lines() {
+		rcodes = append(rcodes, field(line, "rcode"))
+	}
+	if got := strings.Join(rcodes, " "); got != "BADVERS FORMERR REFUSED" {
+		t.Errorf("logged rcodes %q; want BADVERS FORMERR REFUSED:\n%s", got, strings.Join(out.lines(), "\n"))
+	}
+}

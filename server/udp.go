@@ -18,7 +18,7 @@ import (
 // goroutine of its own, so a slow upstream holds up the queries waiting on
 // it and never the socket's reader. It is false when maxForwarding queries
 // wait already. forwarded: the answer is an upstream's, counted as such.
-func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapshot, req *dns.Msg, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapshot, req *dns.Msg, reqSize, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -33,7 +33,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 			_, _ = pc.WriteToUDPAddrPort(b, to)
 			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
 			if s.queryLog != 0 {
-				s.logQuery(to, false, req, req.Len(), b, time.Since(start))
+				s.logQuery(to, false, req, reqSize, b, time.Since(start))
 			}
 		}
 	}()
