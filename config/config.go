@@ -113,6 +113,7 @@ type Dnsd struct {
 	WatchProgressTimeout  time.Duration `mapstructure:"watch-progress-timeout"`
 	WatchLagProbe         time.Duration `mapstructure:"watch-lag-probe-interval"`
 	WatchMaxLag           time.Duration `mapstructure:"watch-max-lag"`
+	WatchProxyMaxLag      time.Duration `mapstructure:"watch-proxy-max-lag"`
 	WatchCoalesce         time.Duration `mapstructure:"watch-coalesce"`
 	StartJitter           time.Duration `mapstructure:"start-jitter"`
 	PageSize              int           `mapstructure:"page-size"`
@@ -565,6 +566,10 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if d.WatchLagProbe > 0 && d.WatchMaxLag <= 0 {
 			bad("dnsd.watch-max-lag", "%s: must be positive", d.WatchMaxLag)
+		}
+		// Checked once a quiet interval, with a read every half of it.
+		if d.WatchProxyMaxLag < 0 || d.WatchProxyMaxLag > 0 && d.WatchProxyMaxLag < 2*d.WatchProgressInterval {
+			bad("dnsd.watch-proxy-max-lag", "%s: 0 (off) or at least twice dnsd.watch-progress-interval (%s)", d.WatchProxyMaxLag, d.WatchProgressInterval)
 		}
 		// Coalescing holds back what the watch clients read, the liveness
 		// and lag probes' answers too: each check must keep most of its

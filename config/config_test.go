@@ -205,6 +205,7 @@ func TestRejects(t *testing.T) {
 		{args: []string{"--cluster.federation-domain", "svc.cluster.local"}, want: "cluster.federation-domain"},
 		{args: []string{"--cluster.federation-domain", "local"}, want: "cluster.federation-domain"},
 		{args: []string{"--dnsd.page-size", "0"}, want: "dnsd.page-size"},
+		{args: []string{"--dnsd.watch-proxy-max-lag", "900ms"}, want: "dnsd.watch-proxy-max-lag: 900ms: 0 (off) or at least twice dnsd.watch-progress-interval (500ms)"},
 		{args: []string{"--dnsd.query-log", "denial,nxdomain"}, want: `dnsd.query-log: "nxdomain": want some of all, success, denial, error`},
 		{args: []string{"--dnsd.page-size", "many"}, want: "dnsd.page-size"},
 		{args: []string{"--dnsd.watch-coalesce", "-1ms"}, want: "dnsd.watch-coalesce"},

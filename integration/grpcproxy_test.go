@@ -490,3 +490,66 @@ func proxySharesLoads(t *testing.T, pages float64, args ...string) {
 		t.Errorf("the second frontend's log does not show its load at revision %d", rev)
 	}
 }
+
+// TestGRPCProxyMemberCutOff: a grpc-proxy keeps its upstream watch on the
+// member it dialled, and a member cut off from its peers still serves it,
+// with nothing new. Its frontends would answer from their last snapshot
+// until the member rejoined. With dnsd.watch-proxy-max-lag, and etcd's
+// progress notifications more often than that, a frontend holds its quiet
+// stream to a revision read linearizably through its endpoints, and moves
+// to the next proxy when the stream does not show it in time; it does not
+// move while the stream is healthy and the cluster is written elsewhere.
+func TestGRPCProxyMemberCutOff(t *testing.T) {
+	c := harness.StartEtcdCluster(t, 3, harness.WithEtcdArgs("--experimental-watch-progress-notify-interval=1s"))
+	// Each proxy on a member of its own, so the test knows which member a
+	// proxy's upstream watch is on; writes go through the third.
+	proxies := []*harness.GRPCProxy{harness.StartGRPCProxy(t, c.Members[0].Endpoint), harness.StartGRPCProxy(t, c.Members[1].Endpoint)}
+	cli := c.Members[2].Client(t)
+	clusterPut(t, cli, "probe", "10.96.4.1")
+	fe := faultDnsd(t, proxies[0].Endpoint+","+proxies[1].Endpoint, "--dnsd.watch-proxy-max-lag=4s")
+	waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.4.1")}) })
+	watching := func() int {
+		for i, p := range proxies {
+			if faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_endpoint{endpoint="`+p.Endpoint+`"}`) == 1 {
+				return i
+			}
+		}
+		return -1
+	}
+	// Writes outside dnsd's prefixes move the cluster's revision on, which
+	// the quiet stream shows only with the notifications.
+	elsewhere := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+			if _, err := cli.Put(context.Background(), "/elsewhere", time.Now().String()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	elsewhere(time.Second)
+	waitFor(t, 10*time.Second, func() error {
+		if !strings.Contains(faultLog(t, fe.Process), "answers reads but not watch progress requests") {
+			return fmt.Errorf("the frontend has not found that its endpoint is a proxy")
+		}
+		return nil
+	})
+	on := watching()
+	if on < 0 {
+		t.Fatal("the frontend watches through neither proxy")
+	}
+	elsewhere(8 * time.Second)
+	if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="lagging"}`); n != 0 || watching() != on {
+		t.Fatalf("%v lagging restarts, watching through proxy %d (was %d), while the stream was healthy and quiet:\n%s", n, watching(), on, faultLog(t, fe.Process))
+	}
+
+	c.Isolate(on) // proxy i is on member i
+	defer c.Heal(on)
+	put := clusterPut(t, cli, "probe", "10.96.4.2")
+	waitFor(t, 15*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.4.2")}) })
+	t.Logf("the frontend answers the change %v after its put, the member under its proxy cut off from its peers", time.Since(put).Round(time.Millisecond))
+	if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="lagging"}`); n < 1 {
+		t.Errorf("no lagging restart counted")
+	}
+	if w := watching(); w != 1-on {
+		t.Errorf("the frontend watches through proxy %d, not the other one (%d)", w, 1-on)
+	}
+}

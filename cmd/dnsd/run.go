@@ -93,6 +93,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 	st.WatchOn(eps, store.Liveness{
 		Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout,
 		LagProbe: d.WatchLagProbe, MaxLag: d.WatchMaxLag, Coalesce: d.WatchCoalesce,
+		ProxyMaxLag: d.WatchProxyMaxLag,
 	})
 	st.SpreadStart(d.StartJitter)
 	st.SetPageSize(int64(d.PageSize))

@@ -91,9 +91,15 @@
 // stream. This is what the Kubernetes apiserver's watch cache does before a
 // consistent read from it (compare the cache's revision with a fresh one,
 // and wait for progress), turned into a standing check. Through an etcd
-// grpc-proxy there is no check: the stream cannot be asked for progress,
-// so a quiet one could never prove itself current, and which member the
-// proxy watches is the proxy's business.
+// grpc-proxy the stream cannot be asked for progress: a quiet one shows a
+// revision only with etcd's per-watcher progress notifications, which come
+// every --experimental-watch-progress-notify-interval (ten minutes by
+// default). Where the members send them more often, Liveness.ProxyMaxLag
+// holds such a stream to a revision read linearizably (past the proxy's
+// cache) through each endpoint in turn, so that a proxy whose member is
+// cut off from its peers, and still serves its upstream watch, is left;
+// off by default, and with one endpoint, where the watch would resume
+// through the same proxy.
 //
 // The cost per frontend is at most one progress request per liveness
 // interval while idle (through a proxy, one read it answers from its

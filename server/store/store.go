@@ -180,6 +180,16 @@ type Liveness struct {
 	// stream only this long after it was heard: a stream that is merely
 	// reading a burst late is not behind, and is not asked for progress.
 	Coalesce time.Duration
+	// ProxyMaxLag: through an endpoint that drops progress requests (an
+	// etcd grpc-proxy), how long a quiet stream may take to show a
+	// revision read linearizably through the endpoints; 0: not checked.
+	// A proxy keeps its upstream watch on the member it chose, and one
+	// cut off from its peers still serves it, so without this its
+	// frontends stay on their last snapshot until the member rejoins.
+	// Through a proxy a quiet stream shows a revision only with etcd's
+	// per-watcher progress notifications, so it must be longer than the
+	// members' --experimental-watch-progress-notify-interval.
+	ProxyMaxLag time.Duration
 }
 
 // DefaultLiveness is dnsd's default: a frozen member or proxy is left
@@ -280,6 +290,13 @@ func (s *Store) WatchOn(eps []Endpoint, l Liveness) {
 	}
 	if len(s.endpoints) < 2 {
 		s.live.LagProbe = 0 // no other endpoint to compare with
+		if s.live.ProxyMaxLag > 0 {
+			// A stream dropped as behind would resume on the same
+			// connection, so through the same proxy and its same
+			// upstream watch, again and again.
+			s.live.ProxyMaxLag = 0
+			s.log.Warn("dnsd.watch-proxy-max-lag is off: it needs more than one etcd endpoint to move the watch to (give dnsd each proxy's address)", "endpoint", s.endpoints[0].Name)
+		}
 	}
 	for _, e := range s.endpoints {
 		s.endpoint.WithLabelValues(e.Name).Set(0)
@@ -1108,6 +1125,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// past the watch's start; they back off to maxCheck, since a cluster
 	// nothing is written to may stay where it is for hours.
 	checked, checkEvery := began, s.live.Timeout
+	// Through a proxy (ProxyMaxLag): lin is a revision read
+	// linearizably at linAt that the stream has not shown yet (0: none),
+	// linRead the last such read, linNext the endpoint it goes to next.
+	var lin int64
+	var linAt, linRead time.Time
+	linNext := 0
 	// ask sends a progress request on the watch's own stream, so that its
 	// answer proves that stream. Off this goroutine: a send to a frozen
 	// member must not stop the timeout from being noticed. Before every
@@ -1301,6 +1324,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				if s.behind != 0 {
 					s.behindSince = s.behindSince.Add(late)
 				}
+				if lin != 0 {
+					linAt = linAt.Add(late)
+				}
 			}
 			s.caughtUp(shown)
 			// A stopped member or proxy refuses the connection at once,
@@ -1378,6 +1404,28 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 			last = time.Now()
 			s.proven()
 			if s.noProgress[ep.Name] {
+				if s.live.ProxyMaxLag <= 0 {
+					continue
+				}
+				if lin > shown && time.Since(linAt) >= s.live.ProxyMaxLag {
+					return fmt.Errorf("%w: revision %d, read through the endpoints %v ago, not shown through this proxy; shown %d",
+						errLagging, lin, time.Since(linAt).Round(time.Millisecond), shown)
+				}
+				if lin <= shown {
+					lin = 0
+				}
+				if lin == 0 && time.Since(linRead) >= s.live.ProxyMaxLag/2 {
+					// Linearizable, so never from a proxy's cache, and
+					// each time through the next endpoint: the one the
+					// stream is on may be the one whose member is cut off,
+					// which cannot answer it.
+					linRead = time.Now()
+					at := s.endpoints[linNext%len(s.endpoints)]
+					linNext++
+					if rev, err := s.probe(ctx, at, true, 0); err == nil && rev > shown {
+						lin, linAt = rev, time.Now()
+					}
+				}
 				continue
 			}
 			if past.IsZero() && time.Since(checked) >= checkEvery {
