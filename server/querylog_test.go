@@ -35,6 +35,21 @@ func (l *lockedBuffer) lines() []string {
 	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
 }
 
+// serveLogged serves testSnapshot on loopback with the query log of
+// classes, until the test ends, and returns where its log goes.
+func serveLogged(t *testing.T, classes LogClasses) (*Listener, *lockedBuffer) {
+	out := new(lockedBuffer)
+	sn := testSnapshot(t, 0)
+	srv := New(func() *snap.Snapshot { return sn }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(out, nil)))
+	srv.SetQueryLog(classes)
+	l, stop, done := start(t, srv, "127.0.0.1:0")
+	t.Cleanup(func() {
+		stop()
+		<-done
+	})
+	return l, out
+}
+
 // The query log writes a line for each answer of the classes asked for,
 // over UDP and TCP, with what CoreDNS's log plugin shows, and none for the
 // others.
@@ -52,15 +67,7 @@ func TestQueryLog(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var out lockedBuffer
-			sn := testSnapshot(t, 0)
-			srv := New(func() *snap.Snapshot { return sn }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&out, nil)))
-			srv.SetQueryLog(classes)
-			l, stop, done := start(t, srv, "127.0.0.1:0")
-			defer func() {
-				stop()
-				<-done
-			}()
+			l, out := serveLogged(t, classes)
 			for _, q := range []struct {
 				net, name string
 				qtype     uint16
@@ -159,15 +166,7 @@ func TestParseLogClasses(t *testing.T) {
 // does not speak (BADVERS, an extended rcode), a datagram too large to be
 // a query (FORMERR, never parsed), a question outside its zones (REFUSED).
 func TestQueryLogErrors(t *testing.T) {
-	var out lockedBuffer
-	sn := testSnapshot(t, 0)
-	srv := New(func() *snap.Snapshot { return sn }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&out, nil)))
-	srv.SetQueryLog(LogError)
-	l, stop, done := start(t, srv, "127.0.0.1:0")
-	defer func() {
-		stop()
-		<-done
-	}()
+	l, out := serveLogged(t, LogError)
 	m := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
 	m.SetEdns0(1232, false)
 	m.IsEdns0().SetVersion(1)
