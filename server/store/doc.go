@@ -95,17 +95,20 @@
 // revision only with etcd's per-watcher progress notifications, which come
 // every --experimental-watch-progress-notify-interval (ten minutes by
 // default). Where the members send them more often, Liveness.ProxyMaxLag
-// holds such a stream to a revision read linearizably (past the proxy's
-// cache) through each endpoint in turn, so that a proxy whose member is
-// cut off from its peers, and still serves its upstream watch, is left;
-// off by default, and with one endpoint, where the watch would resume
-// through the same proxy.
+// holds a stream through what may be a proxy (no member, no progress
+// answered) to a revision read linearizably (past the proxy's cache)
+// through another endpoint, so that a proxy whose member is cut off from
+// its peers, and still serves its upstream watch, is left; off by default,
+// and with one endpoint, where the watch would resume through the same
+// proxy.
 //
 // The cost per frontend is at most one progress request per liveness
 // interval while idle (through a proxy, one read it answers from its
 // cache) and none while events flow, plus one single-key serializable
 // read of another member per lag-probe interval, and one progress request
-// each time that read reports a revision the stream has not shown.
+// each time that read reports a revision the stream has not shown. With
+// ProxyMaxLag, a quiet stream through a proxy adds a linearizable read
+// (which the leader confirms) every half of it.
 //
 // # Gentle on the store
 //
