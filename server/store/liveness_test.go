@@ -936,3 +936,62 @@ func (o *oneByOne) RecvMsg(m any) error {
 	time.Sleep(100 * time.Millisecond)
 	return nil
 }
+
+// ProxyMaxLag: a stream through what may be a proxy (no member by its
+// address, no progress request answered) whose member shows nothing new,
+// as a grpc-proxy's upstream watch on a member cut off from its peers
+// does, is held to a revision read linearizably through the other
+// endpoint and left when it does not show it in time.
+func TestProxyHeldToALinearizableRead(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
+	v3rpc.SetProgressReportInterval(500 * time.Millisecond)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frzA, frzB := startFreezer(t, direct), startFreezer(t, direct) // neither a member by its address
+	cutOff := wrappedWatches(t, frzA.l.Addr().String(), func(cs grpc.ClientStream) grpc.ClientStream { return withholding{progressDropped{cs}} })
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond, ProxyMaxLag: 1500 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "cut-off", Client: cutOff}, {Name: "healthy", Client: dropsProgress(t, frzB.l.Addr().String())}}, live)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	runStore(t, s)
+	put := time.Now()
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
+	eventually(t, "the change through the other endpoint", func() bool { return len(addrs(s.Snapshot(), "b.ns.svc.cluster.local")) == 1 })
+	t.Logf("shown %v after its put, with %+v", time.Since(put).Round(time.Millisecond), live)
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)); got < 1 {
+		t.Errorf("restarts{lagging} = %v, want at least 1", got)
+	}
+	if got := value(s.endpoint.WithLabelValues("healthy")); got != 1 {
+		t.Errorf("watch_endpoint{healthy} = %v, want 1", got)
+	}
+}
+
+// The hold does not drop a healthy stream through a proxy: its prefix
+// changing now and then (etcd skips a watcher's progress notification
+// after an interval that sent it an event) while others write elsewhere,
+// ProxyMaxLag three times the notifications' interval.
+func TestProxyHoldKeepsAHealthyStream(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
+	v3rpc.SetProgressReportInterval(500 * time.Millisecond)
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frzA, frzB := startFreezer(t, direct), startFreezer(t, direct)
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond, ProxyMaxLag: 1500 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "a", Client: dropsProgress(t, frzA.l.Addr().String())}, {Name: "b", Client: dropsProgress(t, frzB.l.Addr().String())}}, live)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	runStore(t, s)
+	for i := 0; i < 80; i++ {
+		mustPut(t, cli, "/registry/configmaps/ns/c", fmt.Sprint(i))
+		if i%7 == 0 {
+			mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", fmt.Sprintf(`{"host":"10.0.1.%d"}`, i))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := value(s.restarts.WithLabelValues(ReasonLagging)) + value(s.restarts.WithLabelValues(ReasonProgressTimeout)); got != 0 {
+		t.Errorf("a healthy stream through a proxy dropped %v times in 8 s", got)
+	}
+	if got := addrs(s.Snapshot(), "a.ns.svc.cluster.local"); len(got) != 1 || got[0] != "10.0.1.77" {
+		t.Errorf("a.ns = %v, want the last change, 10.0.1.77", got)
+	}
+}
