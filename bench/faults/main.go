@@ -21,7 +21,7 @@ var (
 	// cluster_test.go: "blind time, <fault>: <duration> (put to answered ...)"
 	blindRe = regexp.MustCompile(`blind time, (.+): ([0-9.]+[mµn]?s) \(`)
 	// grpcproxy_test.go: "frontend N answers the change D after its put, the proxy it watched through <what>"
-	proxyRe = regexp.MustCompile(`frontend (\d+) answers the change ([0-9.]+[mµn]?s) after its put, the proxy it watched through (\w+)`)
+	proxyRe = regexp.MustCompile(`frontend (\d+) answers the change ([0-9.]+[mµn]?s) after its put, the proxy it watched through (.+)$`)
 	// cluster_test.go: "publisher: service answered by every frontend D after <what>"
 	pubRe = regexp.MustCompile(`publisher: service answered by every frontend ([0-9.]+[mµn]?s) after (.+)$`)
 	// "frontend N: Q queries in D, F failed"

@@ -3,11 +3,12 @@
 # integration suite's fault tests against real processes (a 3-member etcd
 # cluster of each release hack/tools.sh installs, 3.5, 3.6 and 3.7, two
 # dnsd frontends given every member under a steady query load; two
-# grpc-proxies for the proxy faults), run RUNS times. Each fault
+# grpc-proxies for the proxy faults, one on a member cut off from its
+# peers with dnsd.watch-proxy-max-lag set), run RUNS times. Each fault
 # is timed from the put of a change after it until every frontend answers
 # that change; the table gives p50/p99/max over the runs, the queries the
 # frontends failed to answer, and what the detection costs etcd per idle
-# frontend. Default settings throughout (dnsd.watch-progress-*,
+# frontend. Default settings throughout but that one (dnsd.watch-progress-*,
 # dnsd.watch-lag-probe-interval, dnsd.watch-max-lag).
 #
 #   bench/faults/run.sh
@@ -25,7 +26,7 @@ trap 'rm -f "$log"' EXIT
 # One test after the other (-p 1 -parallel 1): the blind times are the
 # frontends', not the machine's.
 go test -tags integration -count="${RUNS:-5}" -p 1 -parallel 1 -timeout 60m -v \
-  -run '^(TestClusterFaultsNeverBlind|TestClusterFaultsPeers|TestGRPCProxyFrozen)$' ./integration/ >"$log" 2>&1 ||
+  -run '^(TestClusterFaultsNeverBlind|TestClusterFaultsPeers|TestGRPCProxyFrozen|TestGRPCProxyMemberCutOff)$' ./integration/ >"$log" 2>&1 ||
   { grep -E -A12 -- '--- FAIL' "$log" | head -100; tail -50 "$log"
     kept=$(mktemp -t etcdns-faults-XXXXXX.log); cp "$log" "$kept"
     echo "fault tests failed; the whole log (each subtest's lines are above its --- FAIL) is $kept" >&2; exit 1; }
