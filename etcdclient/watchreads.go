@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -44,13 +45,55 @@ import (
 // is still cut off by the kernel within the timeout. Unlike gRPC's dialer
 // it ignores HTTPS_PROXY: dnsd's watch connects to etcd directly.
 //
-// received, if not nil, counts every byte the connections read: what a
-// frontend costs its etcd member or proxy in bandwidth (docs/fleet.md).
-func WatchReads(c config.Etcd, coalesce time.Duration, received *atomic.Uint64) grpc.DialOption {
-	return grpc.WithContextDialer(watchDialer(dialTimeout(c), coalesce, received))
+// conns, if not nil, keeps the connections open and counts what they
+// read (WatchConns).
+func WatchReads(c config.Etcd, coalesce time.Duration, conns *WatchConns) grpc.DialOption {
+	return grpc.WithContextDialer(watchDialer(dialTimeout(c), coalesce, conns))
 }
 
-func watchDialer(userTimeout, coalesce time.Duration, received *atomic.Uint64) func(context.Context, string) (net.Conn, error) {
+// WatchConns are the connections a WatchReads option dialled and has not
+// seen closed.
+type WatchConns struct {
+	received atomic.Uint64
+	mu       sync.Mutex
+	open     map[*watchConn]bool
+}
+
+// Received is every byte the connections have read: what a frontend
+// costs its etcd member or proxy in bandwidth (docs/fleet.md).
+func (w *WatchConns) Received() uint64 { return w.received.Load() }
+
+// Reset closes every open connection; gRPC dials again for the next
+// request. Through an address that balances connections (a Service in
+// front of etcd grpc-proxies) the new one may reach another proxy: a
+// watch moved on the same endpoint otherwise stays on the same connection,
+// the same proxy and its same upstream watch.
+func (w *WatchConns) Reset() {
+	w.mu.Lock()
+	open := w.open
+	w.open = nil
+	w.mu.Unlock()
+	for c := range open {
+		c.Close()
+	}
+}
+
+func (w *WatchConns) add(c *watchConn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.open == nil {
+		w.open = map[*watchConn]bool{}
+	}
+	w.open[c] = true
+}
+
+func (w *WatchConns) remove(c *watchConn) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.open, c)
+}
+
+func watchDialer(userTimeout, coalesce time.Duration, conns *WatchConns) func(context.Context, string) (net.Conn, error) {
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		network, address := target(addr)
 		var d net.Dialer
@@ -62,7 +105,10 @@ func watchDialer(userTimeout, coalesce time.Duration, received *atomic.Uint64) f
 			return nil, err
 		}
 		w := newWatchConn(c, network, coalesce)
-		w.received = received
+		if conns != nil {
+			w.conns = conns
+			conns.add(w)
+		}
 		return w, nil
 	}
 }
@@ -96,8 +142,9 @@ type watchConn struct {
 	// timer is what a window waits on where the poller can wait for it
 	// (Linux: see windowTimer); nil: time.Sleep.
 	timer *windowTimer
-	// received counts the bytes read (WatchReads); nil: not counted.
-	received *atomic.Uint64
+	// conns counts the bytes read and keeps the connection open until it
+	// is closed (WatchReads); nil: none.
+	conns *WatchConns
 }
 
 func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn {
@@ -115,6 +162,9 @@ func newWatchConn(c net.Conn, network string, coalesce time.Duration) *watchConn
 // Close closes the connection and the window's timer, which wakes a Read
 // waiting out a window.
 func (c *watchConn) Close() error {
+	if c.conns != nil {
+		c.conns.remove(c)
+	}
 	c.timer.close()
 	return c.Conn.Close()
 }
@@ -133,8 +183,8 @@ func (c *watchConn) Read(p []byte) (int, error) {
 	}
 	c.waited = false
 	n, err := c.read(p)
-	if c.received != nil && n > 0 {
-		c.received.Add(uint64(n))
+	if c.conns != nil && n > 0 {
+		c.conns.received.Add(uint64(n))
 	}
 	c.full = n == len(p)
 	// A change read after a wait is likely the first of a burst; one read

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -31,8 +30,8 @@ func TestWatchReadsCountWhatTheyRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var received atomic.Uint64
-	dial := watchDialer(3*time.Second, 0, &received)
+	var conns WatchConns
+	dial := watchDialer(3*time.Second, 0, &conns)
 	sent := map[int]string{0: strings.Repeat("a", 1000), 1: strings.Repeat("b", 70000)}
 	for i := range 2 {
 		c, err := dial(context.Background(), ln.Addr().String())
@@ -59,7 +58,46 @@ func TestWatchReadsCountWhatTheyRead(t *testing.T) {
 			t.Fatalf("connection %d read %d bytes, %v; want %d", i, len(got), err, len(sent[i]))
 		}
 	}
-	if got, want := received.Load(), uint64(71000); got != want {
+	if got, want := conns.Received(), uint64(71000); got != want {
 		t.Errorf("counted %d bytes read; want %d", got, want)
+	}
+}
+
+// Reset closes every connection the dialer made that is still open, and
+// forgets them; one closed before is not closed again.
+func TestWatchConnsReset(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns WatchConns
+	dial := watchDialer(3*time.Second, 0, &conns)
+	var clients, servers []net.Conn
+	for range 3 {
+		c, err := dial(context.Background(), ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		clients, servers = append(clients, c), append(servers, s)
+	}
+	clients[0].Close()
+	conns.Reset()
+	if n := len(conns.open); n != 0 {
+		t.Errorf("%d connections still kept after Reset", n)
+	}
+	for i, s := range servers {
+		s.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := s.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("connection %d: the server read %v; want EOF, the client closed", i, err)
+		}
+	}
+	if _, err := clients[1].Write([]byte("x")); err == nil {
+		t.Error("a write on a reset connection succeeded")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -553,4 +555,72 @@ func TestGRPCProxyMemberCutOff(t *testing.T) {
 	if w := watching(); w != 1-on {
 		t.Errorf("the frontend watches through proxy %d, not the other one (%d)", w, 1-on)
 	}
+}
+
+// TestGRPCProxyMemberCutOffBehindOneAddress is deploy/overlays/
+// node-local-proxied's layout: dnsd given one address that spreads
+// connections over the proxies, as a Service does. A stream dropped as
+// behind would resume on the same connection, the same proxy and its
+// same upstream watch; dnsd closes its watch connections instead, and the
+// next one reaches another proxy.
+func TestGRPCProxyMemberCutOffBehindOneAddress(t *testing.T) {
+	c := harness.StartEtcdCluster(t, 3, harness.WithEtcdArgs("--experimental-watch-progress-notify-interval=1s"))
+	proxies := []*harness.GRPCProxy{harness.StartGRPCProxy(t, c.Members[0].Endpoint), harness.StartGRPCProxy(t, c.Members[1].Endpoint)}
+	service := startRoundRobin(t, proxies[0].Endpoint, proxies[1].Endpoint)
+	cli := c.Members[2].Client(t)
+	clusterPut(t, cli, "probe", "10.96.5.1")
+	fe := faultDnsd(t, service, "--dnsd.watch-proxy-max-lag=4s")
+	waitFor(t, 5*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.5.1")}) })
+	// Each proxy holds a watch of its own on its member (for its leader
+	// check); the one dnsd watches through holds one more.
+	watchers := func(i int) float64 { return harness.Metric(c.Members[i].Endpoint, "etcd_debugging_mvcc_watcher_total") }
+	on := 0
+	if watchers(1) > watchers(0) {
+		on = 1
+	}
+	for end := time.Now().Add(6 * time.Second); time.Now().Before(end); time.Sleep(300 * time.Millisecond) {
+		if _, err := cli.Put(context.Background(), "/elsewhere", time.Now().String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := faultMetric(t, fe.Metrics, `etcdns_dnsd_watch_restarts_total{reason="lagging"}`); n != 0 {
+		t.Fatalf("%v lagging restarts while the stream was healthy and quiet:\n%s", n, faultLog(t, fe.Process))
+	}
+
+	c.Isolate(on)
+	defer c.Heal(on)
+	put := clusterPut(t, cli, "probe", "10.96.5.2")
+	waitFor(t, 30*time.Second, func() error { return faultAnswers(fe.Addr, []check{clusterCheck("probe", "10.96.5.2")}) })
+	t.Logf("frontend 0 answers the change %v after its put, the proxy it watched through on a member cut off from its peers, behind one address (dnsd.watch-proxy-max-lag=4s, etcd notifying progress every second)", time.Since(put).Round(time.Millisecond))
+	if log := faultLog(t, fe.Process); !strings.Contains(log, "resuming on a new connection to the same endpoint") {
+		t.Errorf("the frontend did not resume on a new connection:\n%s", log)
+	}
+}
+
+// startRoundRobin forwards each TCP connection to the next of targets
+// (http://host:port) in turn, as a Service's proxying spreads them, until
+// the test ends; it returns its own address as an endpoint.
+func startRoundRobin(t *testing.T, targets ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for n := 0; ; n++ {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", strings.TrimPrefix(targets[n%len(targets)], "http://"))
+			if err != nil {
+				in.Close()
+				continue
+			}
+			go func() { io.Copy(out, in); out.Close() }()
+			go func() { io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return "http://" + ln.Addr().String()
 }

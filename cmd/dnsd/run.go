@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -67,12 +66,12 @@ func run(ctx context.Context, cfg *config.Config) error {
 	st := store.New(cli, zones, cfg.Etcd.RequestTimeout, reg, log)
 	// The watch gets a client per endpoint, so that it can be moved past a
 	// member that has gone quiet (server/store's doc says why).
-	var received atomic.Uint64
+	conns := new(etcdclient.WatchConns)
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "etcdns_dnsd_watch_received_bytes_total",
 		Help: "Bytes read from etcd on the watch's connections (the watch stream, its liveness and lag reads), as on the wire: what this frontend costs its etcd member or proxy in bandwidth.",
-	}, func() float64 { return float64(received.Load()) }))
-	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd, etcdclient.WatchReads(cfg.Etcd, d.WatchCoalesce, &received))
+	}, func() float64 { return float64(conns.Received()) }))
+	wclis, weps, err := etcdclient.DialEach(ctx, cfg.Etcd, etcdclient.WatchReads(cfg.Etcd, d.WatchCoalesce, conns))
 	if err != nil {
 		return err
 	}
@@ -89,6 +88,11 @@ func run(ctx context.Context, cfg *config.Config) error {
 	for i := range wclis {
 		j := (first + i) % len(wclis)
 		eps[i] = store.Endpoint{Name: weps[j], Client: wclis[j]}
+	}
+	if len(eps) == 1 {
+		// A Service in front of grpc-proxies: a new connection is the
+		// way to another proxy (dnsd.watch-proxy-max-lag).
+		eps[0].Reset = conns.Reset
 	}
 	st.WatchOn(eps, store.Liveness{
 		Interval: d.WatchProgressInterval, Timeout: d.WatchProgressTimeout,

@@ -98,9 +98,11 @@
 // holds a stream through what may be a proxy (no member, no progress
 // answered) to a revision read linearizably (past the proxy's cache)
 // through another endpoint, so that a proxy whose member is cut off from
-// its peers, and still serves its upstream watch, is left; off by default,
-// and with one endpoint, where the watch would resume through the same
-// proxy.
+// its peers, and still serves its upstream watch (and notifications at
+// its old revision), is left. It judges only a stream that gets
+// notifications, so members that send none make it do nothing. With one
+// endpoint (a Service in front of proxies) the move is a new connection
+// (Endpoint.Reset), which may reach another proxy.
 //
 // The cost per frontend is at most one progress request per liveness
 // interval while idle (through a proxy, one read it answers from its

@@ -158,6 +158,11 @@ type Store struct {
 type Endpoint struct {
 	Name   string // its URL, for logs and etcdns_dnsd_watch_endpoint
 	Client *clientv3.Client
+	// Reset, if set, closes the client's connections, so that the next
+	// stream dials again (etcdclient.WatchConns.Reset): through a Service
+	// in front of grpc-proxies, a way to another proxy where there is no
+	// other endpoint to move to.
+	Reset func()
 }
 
 // Liveness is how long a silent or late watch stream is trusted.
@@ -293,12 +298,12 @@ func (s *Store) WatchOn(eps []Endpoint, l Liveness) {
 	}
 	if len(s.endpoints) < 2 {
 		s.live.LagProbe = 0 // no other endpoint to compare with
-		if s.live.ProxyMaxLag > 0 {
+		if s.live.ProxyMaxLag > 0 && s.endpoints[0].Reset == nil {
 			// A stream dropped as behind would resume on the same
 			// connection, so through the same proxy and its same
 			// upstream watch, again and again.
 			s.live.ProxyMaxLag = 0
-			s.log.Warn("dnsd.watch-proxy-max-lag is off: it needs more than one etcd endpoint to move the watch to (give dnsd each proxy's address)", "endpoint", s.endpoints[0].Name)
+			s.log.Warn("dnsd.watch-proxy-max-lag is off: with one etcd endpoint the watch has nowhere to move", "endpoint", s.endpoints[0].Name)
 		}
 	}
 	for _, e := range s.endpoints {
@@ -606,6 +611,14 @@ func (s *Store) Run(ctx context.Context) error {
 			relogged = true
 			s.log.Info("etcd refused the watch's login token; resuming on the same endpoint with a new one", "endpoint", e.Name, "revision", after+1)
 			continue
+		case reason == ReasonLagging && len(s.endpoints) == 1 && e.Reset != nil:
+			// The one endpoint (a Service in front of proxies): a stream
+			// on the same connection would reach the same proxy, whose
+			// upstream watch fell behind. A new connection may reach
+			// another.
+			e.Reset()
+			s.log.Warn("watch lost; resuming on a new connection to the same endpoint", "err", err, "reason", reason,
+				"endpoint", e.Name, "revision", after+1)
 		default:
 			ep = (ep + 1) % len(s.endpoints)
 			s.log.Warn("watch lost; resuming on the next endpoint", "err", err, "reason", reason,
@@ -1134,6 +1147,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	var lin int64
 	var linAt, linRead time.Time
 	linNext := 0
+	// notified: when etcd's last per-watcher progress notification came.
+	// The hold judges only a stream that gets them: one cut off from its
+	// peers sends them still, at its old revision; members left at etcd's
+	// ten minutes send none, and their quiet streams are never judged (nor
+	// read for), so the hold is harmless where it cannot work.
+	var notified time.Time
 	// ask sends a progress request on the watch's own stream, so that its
 	// answer proves that stream. Off this goroutine: a send to a frozen
 	// member must not stop the timeout from being noticed. Before every
@@ -1253,6 +1272,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 					done[i] = max(done[i], rev)
 				}
 				shown = slices.Min(seen)
+				notified = time.Now()
 			}
 			return
 		}
@@ -1329,6 +1349,9 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				}
 				if lin != 0 {
 					linAt = linAt.Add(late)
+				}
+				if !notified.IsZero() {
+					notified = notified.Add(late)
 				}
 			}
 			s.caughtUp(shown)
@@ -1414,17 +1437,25 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				// another endpoint, since this one's member may be the
 				// one cut off and could not answer. Responses still
 				// waiting to be taken may show it: not judged then.
-				if lin > shown && time.Since(linAt) >= s.live.ProxyMaxLag && len(ch) == 0 {
+				if lin > shown && time.Since(linAt) >= s.live.ProxyMaxLag && notified.After(linAt) && len(ch) == 0 {
 					return fmt.Errorf("%w: revision %d, read through another endpoint %v ago, not shown through this one (a proxy); shown %d",
 						errLagging, lin, time.Since(linAt).Round(time.Millisecond), shown)
 				}
 				if lin <= shown {
 					lin = 0
 				}
-				if lin == 0 && time.Since(linRead) >= s.live.ProxyMaxLag/2 {
+				if lin == 0 && time.Since(linRead) >= s.live.ProxyMaxLag/2 && time.Since(notified) < s.live.ProxyMaxLag {
 					linRead = time.Now()
 					at := s.endpoints[linNext%len(s.endpoints)]
-					if linNext++; at.Name == ep.Name {
+					linNext++
+					switch {
+					case len(s.endpoints) == 1:
+						// The store's own client: a connection of its
+						// own, which through a Service may reach another
+						// proxy, and through this one's, a proxy's client
+						// turns its reads over the members.
+						at = Endpoint{Name: "default", Client: s.cli}
+					case at.Name == ep.Name:
 						at = s.endpoints[linNext%len(s.endpoints)]
 						linNext++
 					}
