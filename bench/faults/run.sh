@@ -26,7 +26,7 @@ trap 'rm -f "$log"' EXIT
 # One test after the other (-p 1 -parallel 1): the blind times are the
 # frontends', not the machine's.
 go test -tags integration -count="${RUNS:-5}" -p 1 -parallel 1 -timeout 60m -v \
-  -run '^(TestClusterFaultsNeverBlind|TestClusterFaultsPeers|TestGRPCProxyFrozen|TestGRPCProxyMemberCutOff)$' ./integration/ >"$log" 2>&1 ||
+  -run '^(TestClusterFaultsNeverBlind|TestClusterFaultsPeers|TestGRPCProxyFrozen|TestGRPCProxyMemberCutOff|TestGRPCProxyMemberCutOffBehindOneAddress)$' ./integration/ >"$log" 2>&1 ||
   { grep -E -A12 -- '--- FAIL' "$log" | head -100; tail -50 "$log"
     kept=$(mktemp -t etcdns-faults-XXXXXX.log); cp "$log" "$kept"
     echo "fault tests failed; the whole log (each subtest's lines are above its --- FAIL) is $kept" >&2; exit 1; }
