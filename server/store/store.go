@@ -1438,7 +1438,7 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				// one cut off and could not answer. Responses still
 				// waiting to be taken may show it: not judged then.
 				if lin > shown && time.Since(linAt) >= s.live.ProxyMaxLag && notified.After(linAt) && len(ch) == 0 {
-					return fmt.Errorf("%w: revision %d, read through another endpoint %v ago, not shown through this one (a proxy); shown %d",
+					return fmt.Errorf("%w: revision %d, read linearizably elsewhere %v ago, not shown through this endpoint (a proxy); shown %d",
 						errLagging, lin, time.Since(linAt).Round(time.Millisecond), shown)
 				}
 				if lin <= shown {
