@@ -356,6 +356,10 @@ func TestPublisherFrozenMember(t *testing.T) {
 	}
 }
 
+// failoverProbe is how often etcdclient.Failover probes the endpoint of a
+// request that has not come back.
+const failoverProbe = 250 * time.Millisecond
+
 func publisherFrozenMember(t *testing.T, frozenRole string) {
 	c := harness.StartEtcdCluster(t, 3)
 	api := harness.StartKubeAPIServer(t, harness.StartEtcd(t))
@@ -379,6 +383,24 @@ func publisherFrozenMember(t *testing.T, frozenRole string) {
 	t.Logf("freezing member %d (the %s); the publisher's endpoints are %v", frozen, frozenRole, eps)
 	c.Members[frozen].Pause()
 	defer c.Members[frozen].Resume()
+	// How long the others took to elect a leader: etcd's election timeout
+	// is a second, randomized up to two, and a loaded machine can take
+	// longer still, past the write timeout.
+	frozeAt := time.Now()
+	elected := make(chan time.Duration, 1)
+	if frozenRole == "leader" {
+		go func() {
+			for time.Since(frozeAt) < 30*time.Second {
+				for i, m := range c.Members {
+					if i != frozen && harness.Metric(m.Endpoint, "etcd_server_is_leader") == 1 {
+						elected <- time.Since(frozeAt)
+						return
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
 	const n = 9
 	created := make([]time.Time, n)
 	want := make([]map[string]string, n)
@@ -432,6 +454,19 @@ func publisherFrozenMember(t *testing.T, frozenRole string) {
 	line := fmt.Sprintf(`msg="etcd requests moved to the next endpoint" from=%s to=%s reason="not answering"`, eps[0], eps[1])
 	if frozenRole == "leader" {
 		line = "etcd elected a new leader while the request waited"
+		// A term that moves only after the writes' timeout cannot end
+		// them: they time out and move, as before the probes (one CI
+		// run, the election slower than the 2 s write timeout).
+		select {
+		case d := <-elected:
+			t.Logf("a new leader after %v", d.Round(time.Millisecond))
+			if d >= writeTimeout-failoverProbe {
+				t.Logf("the election took longer than the writes waited: they timed out")
+				line = `reason=timeout`
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no new leader elected 30 s after the freeze")
+		}
 	}
 	moves := faultMetric(t, metrics, "etcdns_publisher_etcd_endpoint_moves_total")
 	if frozenRole == "follower" && moves != 1 || moves > maxMoves {
