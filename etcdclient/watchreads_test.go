@@ -31,19 +31,9 @@ func TestWatchReadsCountWhatTheyRead(t *testing.T) {
 	}
 	defer ln.Close()
 	var conns WatchConns
-	dial := watchDialer(3*time.Second, 0, &conns)
 	sent := map[int]string{0: strings.Repeat("a", 1000), 1: strings.Repeat("b", 70000)}
 	for i := range 2 {
-		c, err := dial(context.Background(), ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		c, s := counted(t, ln, &conns)
 		const req = "a request, not counted"
 		go func() {
 			io.ReadFull(s, make([]byte, len(req)))
@@ -72,18 +62,9 @@ func TestWatchConnsReset(t *testing.T) {
 	}
 	defer ln.Close()
 	var conns WatchConns
-	dial := watchDialer(3*time.Second, 0, &conns)
 	var clients, servers []net.Conn
 	for range 3 {
-		c, err := dial(context.Background(), ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		c, s := counted(t, ln, &conns)
 		clients, servers = append(clients, c), append(servers, s)
 	}
 	clients[0].Close()
@@ -100,4 +81,20 @@ func TestWatchConnsReset(t *testing.T) {
 	if _, err := clients[1].Write([]byte("x")); err == nil {
 		t.Error("a write on a reset connection succeeded")
 	}
+}
+
+// counted dials ln as WatchReads does, into conns, and returns the
+// connection and the listener's end of it, both closed when the test ends.
+func counted(t *testing.T, ln net.Listener, conns *WatchConns) (net.Conn, net.Conn) {
+	t.Helper()
+	c, err := watchDialer(3*time.Second, 0, conns)(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
 }

@@ -946,14 +946,7 @@ func TestProxyHeldToALinearizableRead(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
 	v3rpc.SetProgressReportInterval(500 * time.Millisecond)
-	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
-	frzA, frzB := startFreezer(t, direct), startFreezer(t, direct) // neither a member by its address
-	cutOff := wrappedWatches(t, frzA.l.Addr().String(), func(cs grpc.ClientStream) grpc.ClientStream { return &stalled{ClientStream: progressDropped{cs}} })
-	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond, ProxyMaxLag: 1500 * time.Millisecond}
-	s.WatchOn([]Endpoint{{Name: "cut-off", Client: cutOff}, {Name: "healthy", Client: dropsProgress(t, frzB.l.Addr().String())}}, live)
-	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
-	runStore(t, s)
+	s, live := twoProxies(t, cli, 1500*time.Millisecond, [2]string{"cut-off", "healthy"}, func(cs grpc.ClientStream) grpc.ClientStream { return &stalled{ClientStream: progressDropped{cs}} })
 	put := time.Now()
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
 	// Others write on meanwhile, outside the zones.
@@ -971,6 +964,26 @@ func TestProxyHeldToALinearizableRead(t *testing.T) {
 	if got := value(s.endpoint.WithLabelValues("healthy")); got != 1 {
 		t.Errorf("watch_endpoint{healthy} = %v, want 1", got)
 	}
+}
+
+// twoProxies runs a store watching through two endpoints that stand for
+// etcd grpc-proxies (no member by their address, progress requests
+// dropped), named names, the first one's watch streams wrapped by wrap if
+// set, with ProxyMaxLag maxLag, once cli holds a.ns's record.
+func twoProxies(t *testing.T, cli *clientv3.Client, maxLag time.Duration, names [2]string, wrap func(grpc.ClientStream) grpc.ClientStream) (*Store, Liveness) {
+	t.Helper()
+	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
+	frzA, frzB := startFreezer(t, direct), startFreezer(t, direct)
+	first := dropsProgress(t, frzA.l.Addr().String())
+	if wrap != nil {
+		first = wrappedWatches(t, frzA.l.Addr().String(), wrap)
+	}
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond, ProxyMaxLag: maxLag}
+	s.WatchOn([]Endpoint{{Name: names[0], Client: first}, {Name: names[1], Client: dropsProgress(t, frzB.l.Addr().String())}}, live)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	runStore(t, s)
+	return s, live
 }
 
 // stalled passes a watch stream's created response and turns everything
@@ -1008,13 +1021,7 @@ func TestProxyHoldKeepsAHealthyStream(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
 	v3rpc.SetProgressReportInterval(500 * time.Millisecond)
-	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
-	frzA, frzB := startFreezer(t, direct), startFreezer(t, direct)
-	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond, ProxyMaxLag: 1500 * time.Millisecond}
-	s.WatchOn([]Endpoint{{Name: "a", Client: dropsProgress(t, frzA.l.Addr().String())}, {Name: "b", Client: dropsProgress(t, frzB.l.Addr().String())}}, live)
-	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
-	runStore(t, s)
+	s, _ := twoProxies(t, cli, 1500*time.Millisecond, [2]string{"a", "b"}, nil)
 	for i := 0; i < 80; i++ {
 		mustPut(t, cli, "/registry/configmaps/ns/c", fmt.Sprint(i))
 		if i%7 == 0 {
@@ -1036,13 +1043,7 @@ func TestProxyHoldKeepsAHealthyStream(t *testing.T) {
 // it, instead of dropping every such stream each ProxyMaxLag.
 func TestProxyHoldWithoutNotificationsDoesNothing(t *testing.T) {
 	cli := testetcd.Start(t, nil)
-	direct := strings.TrimPrefix(cli.Endpoints()[0], "http://")
-	frzA, frzB := startFreezer(t, direct), startFreezer(t, direct)
-	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	live := Liveness{Interval: 100 * time.Millisecond, Timeout: 300 * time.Millisecond, ProxyMaxLag: 600 * time.Millisecond}
-	s.WatchOn([]Endpoint{{Name: "a", Client: dropsProgress(t, frzA.l.Addr().String())}, {Name: "b", Client: dropsProgress(t, frzB.l.Addr().String())}}, live)
-	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
-	runStore(t, s)
+	s, _ := twoProxies(t, cli, 600*time.Millisecond, [2]string{"a", "b"}, nil)
 	for i := 0; i < 40; i++ {
 		mustPut(t, cli, "/registry/configmaps/ns/c", fmt.Sprint(i))
 		time.Sleep(100 * time.Millisecond)
