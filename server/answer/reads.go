@@ -44,7 +44,7 @@ func (rd *Reads) node(z *snap.Zone, name string) *snap.Node {
 		if n != nil {
 			name = n.Name
 		}
-		r := nodeRead{z.Name, name, n.Version()}
+		r := nodeRead{z.Name, name, z.Version(n)}
 		switch {
 		case !rd.read:
 			rd.first, rd.read = r, true
@@ -105,11 +105,11 @@ func (rd *Reads) Stands(s *snap.Snapshot) (serial uint32, ok bool) {
 
 // stands reports whether s holds the node r read.
 func (r *nodeRead) stands(s *snap.Snapshot) bool {
-	var n *snap.Node
-	if z := zoneNamed(s, r.zone); z != nil {
-		n = z.Node(r.name)
+	z := zoneNamed(s, r.zone)
+	if z == nil {
+		return r.version == snap.Version{}
 	}
-	return n.Version() == r.version
+	return z.Version(z.Node(r.name)) == r.version
 }
 
 // HasSOA reports whether the answer holds an SOA record, whose serial

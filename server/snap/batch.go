@@ -104,11 +104,13 @@ func (b *Batch) mutableAt(name string, h uint64, n *Node) *Node {
 		// parent made by link), which this one would hold twice.
 		name = n.Name
 	}
-	c := &Node{Name: name, batch: b.id, line: b.z.line}
+	c := &Node{Name: name, batch: b.id}
 	if n != nil {
-		c.one, c.kids = n.one, n.kids
-		if sd := n.side; sd != nil && sd.more != nil {
-			c.setEntries(slices.Clone(sd.more))
+		c.kids = n.kids
+		if sd := n.side(); sd != nil && sd.more != nil {
+			c.setEntries(slices.Clone(sd.more)) // a side of its own: n's is a published node's
+		} else {
+			c.one = n.one
 		}
 	}
 	t.set(c, h)
@@ -196,7 +198,7 @@ func byID(e Entry, id string) int { return e.compareID(id) }
 func (b *Batch) Done(serial uint32) *Zone {
 	suffix := ".pod." + b.z.Name
 	for _, n := range b.touched {
-		if sd := n.side; sd != nil && cap(sd.more) > len(sd.more)+len(sd.more)/4 {
+		if sd := n.side(); sd != nil && cap(sd.more) > len(sd.more)+len(sd.more)/4 {
 			sd.more = slices.Clip(slices.Clone(sd.more)) // what appends left spare stays with the snapshot
 		}
 		if !b.z.Reverse {

@@ -20,7 +20,7 @@ func (n *Node) Sets() []RRSet {
 	if n == nil {
 		return nil
 	}
-	if sd := n.side; sd != nil && sd.made != nil {
+	if sd := n.side(); sd != nil && sd.made != nil {
 		return *sd.made
 	}
 	owner := dns.Fqdn(n.Name)
@@ -51,7 +51,7 @@ func (n *Node) First(owner string) RRSet {
 	if n == nil {
 		return RRSet{}
 	}
-	if sd := n.side; sd != nil && sd.made != nil {
+	if sd := n.side(); sd != nil && sd.made != nil {
 		if len(*sd.made) == 0 {
 			return RRSet{}
 		}
@@ -76,7 +76,7 @@ func (n *Node) RRSetNamed(t uint16, owner string) RRSet {
 	if n == nil {
 		return RRSet{}
 	}
-	if sd := n.side; sd != nil && sd.made != nil {
+	if sd := n.side(); sd != nil && sd.made != nil {
 		if i := slices.IndexFunc(*sd.made, func(s RRSet) bool { return s.Type == t }); i >= 0 {
 			return renamed((*sd.made)[i], owner)
 		}
@@ -105,7 +105,7 @@ func (n *Node) Has(t uint16) bool {
 	if n == nil {
 		return false
 	}
-	if sd := n.side; sd != nil && sd.made != nil {
+	if sd := n.side(); sd != nil && sd.made != nil {
 		return slices.ContainsFunc(*sd.made, func(s RRSet) bool { return s.Type == t && len(s.RRs) > 0 })
 	}
 	es := n.Entries()
@@ -136,7 +136,8 @@ func (n *Node) build(t uint16, owner string) RRSet {
 	if owner == "" {
 		owner = dns.Fqdn(n.Name)
 	}
-	defTTL, cluster := n.line.ttl, n.line.cluster
+	line := es[last].Origin().line // every entry of a node is of its lineage
+	defTTL, cluster := line.ttl, line.cluster
 	if count == 1 {
 		return buildOne(owner, &es[last], defTTL, cluster)
 	}

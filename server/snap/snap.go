@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -179,6 +180,7 @@ type lineage struct {
 	ttl     uint32
 	cluster string
 	origins map[string]*Origin // by cluster
+	none    *Origin            // of the values that name no cluster
 	batches uint32             // Edit calls, so a node knows which batch made it
 }
 
@@ -200,6 +202,7 @@ func NewZone(c Config) *Zone {
 	}
 	z.names = []*leaf{new(leaf)}
 	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[string]*Origin{}}
+	z.line.none = newOrigin("", z.line)
 	return z
 }
 
@@ -234,27 +237,42 @@ func (z *Zone) Names(f func(*Node)) {
 // those bounds, about 240 bytes for each name ever asked and kilobytes for
 // a name of many, until the name changed (BenchmarkCacheFill measured it).
 //
-// A node is 80 bytes, a size class of the Go heap, and most of a large
-// zone's memory: what only some names need sits behind side.
+// A node is 64 bytes, a size class of the Go heap, and most of a large
+// zone's memory (at 80, with a pointer to its lineage and one to its side,
+// nodes were half of a hundred thousand services' live heap). So it holds
+// no pointer of its own beyond its name: what its records are built with
+// (the zone's TTL and cluster) is its entries' Origin's, and what only
+// some names need sits behind its empty entry (see side).
 type Node struct {
 	Name string // canonical, no trailing dot
 	// The valid values held at the name, by id. Most names hold one: it
 	// sits in the node (one), with no slice header and no array of its
-	// own; side's more holds two or more, and then one is empty.
+	// own. A node of two or more, or of made records, has no value in
+	// one; its pointer is the node's side.
 	one   [1]Entry
 	kids  int32  // names one label below that exist
 	batch uint32 // the batch that made this copy; it may change it in place
-	line  *lineage
-	// side changes only while the node is its batch's own, before any
-	// query can see it.
-	side *side
 }
 
-// side is what a node holds beyond one entry.
+// side is what a node holds beyond one entry. It is reached through x of
+// the node's empty entry, the one place an Entry's x is no extra: a node
+// holds a value in one, or a side, never both. It changes only while the
+// node is its batch's own, before any query can see it.
 type side struct {
 	more []Entry
 	made *[]RRSet // a node NewNode made: its records, as made
 }
+
+// side returns the node's side; nil if it has none.
+func (n *Node) side() *side {
+	if n.one[0].typ != 0 {
+		return nil
+	}
+	return (*side)(n.one[0].x)
+}
+
+// setSide makes sd the node's side, in place of any value.
+func (n *Node) setSide(sd *side) { n.one[0] = Entry{x: unsafe.Pointer(sd)} }
 
 // Entries returns the valid values held at the name, by id. They are the
 // node's own: a caller must not change them.
@@ -262,11 +280,11 @@ func (n *Node) Entries() []Entry {
 	if n == nil {
 		return nil
 	}
-	if sd := n.side; sd != nil && sd.more != nil {
-		return sd.more
-	}
 	if n.one[0].typ != 0 {
 		return n.one[:]
+	}
+	if sd := n.side(); sd != nil {
+		return sd.more
 	}
 	return nil
 }
@@ -281,13 +299,11 @@ func (n *Node) setEntries(es []Entry) {
 			one = es[0] // es may be n.one[:]
 		}
 		n.one[0] = one
-		n.side = nil
 	default:
-		n.one[0] = Entry{}
-		if n.side != nil {
-			n.side.more = es
+		if sd := n.side(); sd != nil {
+			sd.more = es
 		} else {
-			n.side = &side{more: es}
+			n.setSide(&side{more: es})
 		}
 	}
 }
@@ -310,18 +326,21 @@ type Version struct {
 	batch uint32
 }
 
-// Version returns n's Version; the zero Version for nil.
-func (n *Node) Version() Version {
+// Version returns the Version of n, a node of z (nodes never move from
+// the lineage that made them); the zero Version for nil.
+func (z *Zone) Version(n *Node) Version {
 	if n == nil {
 		return Version{}
 	}
-	return Version{n.line, n.batch}
+	return Version{z.line, n.batch}
 }
 
 // NewNode returns a node that holds sets as made, for names an answer
 // engine synthesizes rather than reads.
 func NewNode(name string, sets ...RRSet) *Node {
-	return &Node{Name: name, side: &side{made: &sets}}
+	n := &Node{Name: name}
+	n.setSide(&side{made: &sets})
+	return n
 }
 
 // Entry is one valid value, reduced to what answers are built from. A
@@ -335,17 +354,20 @@ type Entry struct {
 	id   keys.PackedID
 	typ  uint16
 	ttl  uint32 // 0: the zone's
-	// x is the entry's own extra, or, for an address record with a
-	// packed id, the plain one its Origin holds: so the entry needs no
-	// second pointer for its origin. nil only in the zero Entry.
-	x *extra
+	// x is the entry's *extra: its own, or, for an address record with a
+	// packed id, the plain one its Origin holds, so the entry needs no
+	// second pointer for its origin. nil only in the zero Entry. In a
+	// node's empty entry, and only there, it is the node's *side (see
+	// Node.side): an untyped pointer, so that the node needs no field of
+	// its own for what few names have.
+	x unsafe.Pointer
 }
 
 // same reports whether e and o are the same record: every answer built
 // from one is built from the other.
 func (e *Entry) same(o *Entry) bool {
 	return e.addr == o.addr && e.id == o.id && e.typ == o.typ && e.ttl == o.ttl &&
-		(e.x == o.x || e.x != nil && o.x != nil && *e.x == *o.x)
+		(e.x == o.x || e.x != nil && o.x != nil && *e.extra() == *o.extra())
 }
 
 // extra is the part of an entry most records do without, and its origin.
@@ -362,7 +384,7 @@ func (e *Entry) extra() *extra {
 	if e.x == nil {
 		return &noOrigin.plain
 	}
-	return e.x
+	return (*extra)(e.x)
 }
 
 // packed reports whether e's id is packed in it; if not, its extra holds
@@ -426,19 +448,26 @@ func (e *Entry) Origin() *Origin { return e.extra().origin }
 // kept: no answer depends on it, and where a service has one record a
 // zone, as most have, an Origin of its own for each object was a quarter
 // of the snapshot's heap (BenchmarkLoadFleet). etcdctl shows it.
+//
+// An Origin is its lineage's, and is how a node's records reach what they
+// are built with (the zone's TTL and cluster): the node has no pointer to
+// spare for it.
 type Origin struct {
 	Cluster string
 	plain   extra // the extra of its address records with packed ids
+	line    *lineage
 }
 
-// newOrigin returns an Origin whose plain extra points back to it.
-func newOrigin(cluster string) *Origin {
-	o := &Origin{Cluster: cluster}
+// newOrigin returns an Origin of l whose plain extra points back to it.
+func newOrigin(cluster string, l *lineage) *Origin {
+	o := &Origin{Cluster: cluster, line: l}
 	o.plain.origin = o
 	return o
 }
 
-var noOrigin = newOrigin("")
+// noOrigin is the origin of an entry no value was parsed into yet (or
+// none could be): such an entry is never held in a node.
+var noOrigin = newOrigin("", &lineage{})
 
 // Value returns the value an entry was read from, less what dnsd drops
 // (group, targetstrip, source), for debugging.
@@ -545,22 +574,22 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 			x.data = strings.Clone(target)
 		}
 	}
-	if o := z.line.origin(v.Cluster); e.x.shared() {
-		e.x = &o.plain
+	if o := z.line.origin(v.Cluster); e.extra().shared() {
+		e.x = unsafe.Pointer(&o.plain)
 	} else {
-		e.x.origin = o
+		e.extra().origin = o
 	}
 	return owner, e, nil
 }
 
 // newEntry returns an entry of id with no value yet.
 func newEntry(id string) Entry {
-	e := Entry{x: &noOrigin.plain}
+	e := Entry{x: unsafe.Pointer(&noOrigin.plain)}
 	if p, ok := keys.PackID(id); ok {
 		e.id = p
 	} else {
 		// The id is a few bytes of a key that is garbage once parsed.
-		e.x = &extra{origin: noOrigin, id: strings.Clone(id)}
+		e.x = unsafe.Pointer(&extra{origin: noOrigin, id: strings.Clone(id)})
 	}
 	return e
 }
@@ -568,9 +597,9 @@ func newEntry(id string) Entry {
 // own returns e's own extra, making it from the shared one.
 func (e *Entry) own() *extra {
 	if x := e.extra(); x.shared() {
-		e.x = &extra{origin: x.origin}
+		e.x = unsafe.Pointer(&extra{origin: x.origin})
 	}
-	return e.x
+	return e.extra()
 }
 
 // shared reports whether x is its Origin's plain extra, which every
@@ -586,7 +615,7 @@ const maxOrigins = 1 << 10
 // handful, and the records of each share it.
 func (l *lineage) origin(cluster string) *Origin {
 	if cluster == "" {
-		return noOrigin
+		return l.none
 	}
 	if o, ok := l.origins[cluster]; ok {
 		return o
@@ -594,7 +623,7 @@ func (l *lineage) origin(cluster string) *Origin {
 	if len(l.origins) >= maxOrigins {
 		clear(l.origins)
 	}
-	o := newOrigin(strings.Clone(cluster))
+	o := newOrigin(strings.Clone(cluster), l)
 	l.origins[o.Cluster] = o
 	return o
 }

@@ -263,7 +263,7 @@ func TestRecordsShareTheirClustersOrigin(t *testing.T) {
 	if east.Cluster != "east" || a[1].Origin().Cluster != "west" || b[0].Origin() != east || b[1].Origin() != east {
 		t.Fatalf("origins a %p %+v, %p %+v; b %p, %p: want every east record on one Origin", east, *east, a[1].Origin(), *a[1].Origin(), b[0].Origin(), b[1].Origin())
 	}
-	if c[0].Origin() != noOrigin || len(z.line.origins) != 2 {
+	if c[0].Origin() != z.line.none || len(z.line.origins) != 2 {
 		t.Fatalf("c's origin %+v, %d origins in the table: want none for c, two in all", *c[0].Origin(), len(z.line.origins))
 	}
 	if got, want := string(b[1].Value().Encode()), `{"host":"10.0.1.2","cluster":"east"}`; got != want {
@@ -389,7 +389,7 @@ func TestRecordSizes(t *testing.T) {
 	}{
 		{"Entry", unsafe.Sizeof(Entry{}), 40},
 		{"extra", unsafe.Sizeof(extra{}), 48},
-		{"Node", unsafe.Sizeof(Node{}), 80},
+		{"Node", unsafe.Sizeof(Node{}), 64},
 	} {
 		if c.got != c.want {
 			t.Errorf("a %s is %d bytes, want %d", c.what, c.got, c.want)
