@@ -1052,3 +1052,52 @@ func TestProxyHoldWithoutNotificationsDoesNothing(t *testing.T) {
 		t.Errorf("a quiet stream through a proxy, members without notifications: dropped %v times in 4 s", got)
 	}
 }
+
+// The hold's read goes to another endpoint, which may be down (or reach a
+// cut-off member) and hold the read for its whole timeout: the stream's
+// changes do not wait for it. Read on the watch's goroutine, every change
+// that came during a read waited for it, up to a second here.
+func TestProxyHoldReadsOffTheStream(t *testing.T) {
+	cli := testetcd.Start(t, nil)
+	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
+	v3rpc.SetProgressReportInterval(300 * time.Millisecond)
+	frz := startFreezer(t, strings.TrimPrefix(cli.Endpoints()[0], "http://"))
+	var reads atomic.Int32
+	down, err := clientv3.New(clientv3.Config{Endpoints: []string{"127.0.0.1:1"}, DialOptions: []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			reads.Add(1)
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { down.Close() })
+	s := New(cli, testZones, 5*time.Second, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	// Reads every 750 ms, each held 1 s by the endpoint that is down.
+	live := Liveness{Interval: 500 * time.Millisecond, Timeout: 1500 * time.Millisecond, ProxyMaxLag: 1500 * time.Millisecond}
+	s.WatchOn([]Endpoint{{Name: "proxy", Client: dropsProgress(t, frz.l.Addr().String())}, {Name: "down", Client: down}}, live)
+	mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+	runStore(t, s)
+	time.Sleep(2 * time.Second)
+	before := reads.Load()
+	var worst time.Duration
+	for i := range 12 {
+		time.Sleep(time.Duration(100+370*i%900) * time.Millisecond)
+		want := fmt.Sprintf("10.0.2.%d", i)
+		put := time.Now()
+		mustPut(t, cli, "/skydns/local/cluster/svc/ns/a/x", `{"host":"`+want+`"}`)
+		for got := addrs(s.Snapshot(), "a.ns.svc.cluster.local"); len(got) != 1 || got[0] != want; got = addrs(s.Snapshot(), "a.ns.svc.cluster.local") {
+			if time.Since(put) > 5*time.Second {
+				t.Fatalf("change %d not shown within 5 s", i)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		worst = max(worst, time.Since(put))
+	}
+	if reads.Load() == before {
+		t.Fatal("no read went to the endpoint that is down: the hold never read")
+	}
+	if worst > 400*time.Millisecond {
+		t.Errorf("a change through the proxy took %v to show while the hold read an endpoint that is down; want well under its 1 s read", worst.Round(time.Millisecond))
+	}
+}

@@ -1144,9 +1144,14 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 	// Through a proxy (ProxyMaxLag): lin is a revision read
 	// linearizably at linAt that the stream has not shown yet (0: none),
 	// linRead the last such read, linNext the endpoint it goes to next.
+	// The read runs off this goroutine, as probeOthers' do: an endpoint
+	// that is down, or a cut-off member behind a proxy, holds it for the
+	// whole read timeout, and the stream's changes must not wait for it.
+	// linDone brings its revision (0: it failed), and then another may go.
 	var lin int64
 	var linAt, linRead time.Time
-	linNext := 0
+	linNext, linFlying := 0, false
+	linDone := make(chan int64, 1)
 	// notified: when etcd's last per-watcher progress notification came.
 	// The hold judges only a stream that gets them: one cut off from its
 	// peers sends them still, at its old revision; members left at etcd's
@@ -1305,6 +1310,12 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 		var r result
 		select {
 		case r = <-ch:
+		case rev := <-linDone:
+			linFlying = false
+			if rev > shown {
+				lin, linAt = rev, time.Now()
+			}
+			continue
 		case h := <-heard:
 			if !held && s.isMember(ep) {
 				// The member list came after the stream began: a member's
@@ -1444,8 +1455,8 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 				if lin <= shown {
 					lin = 0
 				}
-				if lin == 0 && time.Since(linRead) >= s.live.ProxyMaxLag/2 && time.Since(notified) < s.live.ProxyMaxLag {
-					linRead = time.Now()
+				if lin == 0 && !linFlying && time.Since(linRead) >= s.live.ProxyMaxLag/2 && time.Since(notified) < s.live.ProxyMaxLag {
+					linRead, linFlying = time.Now(), true
 					at := s.endpoints[linNext%len(s.endpoints)]
 					linNext++
 					switch {
@@ -1459,9 +1470,10 @@ func (s *Store) watch(ctx context.Context, cur *snap.Snapshot, ep Endpoint) erro
 						at = s.endpoints[linNext%len(s.endpoints)]
 						linNext++
 					}
-					if rev, err := s.probe(ctx, at, true, 0); err == nil && rev > shown {
-						lin, linAt = rev, time.Now()
-					}
+					go func() {
+						rev, _ := s.probe(ctx, at, true, 0)
+						linDone <- rev
+					}()
 				}
 			}
 			if s.noProgress[ep.Name] {
