@@ -657,17 +657,17 @@ func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
 	return out
 }
 
-// oversized answers a query larger than maxQuery from its header alone:
-// FORMERR, unless it is a response.
-func (w *worker) oversized(hdr []byte) []byte {
+// oversized answers a message of size bytes, more than maxQuery, from its
+// header alone: FORMERR, unless it is a response.
+func (w *worker) oversized(hdr []byte, size int) []byte {
 	if len(hdr) < 12 || hdr[2]&0x80 != 0 {
 		return nil
 	}
 	w.pf = pfOf(w.tcp, w.from.Addr())
 	start := w.now()
 	out := w.reject(hdr, formErr, 0, start)
-	if w.s.queryLog != 0 {
-		w.s.logQuery(w.from, w.tcp, nil, len(hdr), out, time.Since(start))
+	if m, ok := w.s.logs(out); ok {
+		w.s.logQuery(w.from, w.tcp, nil, size, m, out, time.Since(start))
 	}
 	return out
 }

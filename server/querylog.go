@@ -59,24 +59,22 @@ func (w *worker) handle(b []byte) []byte {
 	}
 	start := w.now() // a UDP batch's start, as the answer time metrics count it
 	out := w.respond(b)
-	if out != nil {
+	if m, ok := w.s.logs(out); ok {
 		req := new(dns.Msg)
 		if req.Unpack(b) != nil {
 			req = nil
 		}
-		w.s.logQuery(w.from, w.tcp, req, len(b), out, time.Since(start))
+		w.s.logQuery(w.from, w.tcp, req, len(b), m, out, time.Since(start))
 	}
 	return out
 }
 
-// logQuery writes the line of one answered query: the client, the
-// question as CoreDNS's log plugin shows it (id, type, class, name,
-// protocol, size, DNSSEC OK, the client's UDP buffer), then the answer's
-// rcode, flags and size and the time it took. req is nil for a message
-// that is no query (it was answered FORMERR or NOTIMP).
-func (s *Server) logQuery(from netip.AddrPort, tcp bool, req *dns.Msg, size int, resp []byte, took time.Duration) {
-	if len(resp) < 12 {
-		return
+// logs reports whether the query log writes the answer resp, and returns
+// it unpacked: the class is the answer's, so a log of one class unpacks
+// the query only for the answers it writes.
+func (s *Server) logs(resp []byte) (*dns.Msg, bool) {
+	if s.queryLog == 0 || len(resp) < 12 {
+		return nil, false
 	}
 	m := new(dns.Msg)
 	if m.Unpack(resp) != nil {
@@ -84,19 +82,34 @@ func (s *Server) logQuery(from netip.AddrPort, tcp bool, req *dns.Msg, size int,
 		// answer would have been passed on.
 		m = &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: int(resp[3] & 0x0f)}}
 	}
-	if s.queryLog&classOf(m) == 0 {
-		return
-	}
+	return m, s.queryLog&classOf(m) != 0
+}
+
+// logQuery writes the line of one answered query: the client, the
+// question as CoreDNS's log plugin shows it (id, type, class, name,
+// protocol, size, DNSSEC OK, the client's UDP buffer), then the answer's
+// rcode, flags and size and the time it took. req is nil for a message
+// that is no query (it was answered FORMERR or NOTIMP); m is resp as logs
+// unpacked it.
+func (s *Server) logQuery(from netip.AddrPort, tcp bool, req *dns.Msg, size int, m *dns.Msg, resp []byte, took time.Duration) {
 	proto := "udp"
 	if tcp {
 		proto = "tcp"
 	}
-	attrs := []any{"client", from.String(), "proto", proto, "id", binary.BigEndian.Uint16(resp[0:2])}
+	// A dual-stack listener ([::]:53) has IPv4 clients as ::ffff:a.b.c.d:
+	// written as they are, a pod's address would not match a grep for it.
+	client := netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+	attrs := []any{"client", client.String(), "proto", proto, "id", binary.BigEndian.Uint16(resp[0:2])}
 	if req != nil && len(req.Question) == 1 {
 		q := req.Question[0]
+		// The size an answer may be, as CoreDNS's request.Size gives it:
+		// any over TCP, at least 512 over UDP whatever the OPT says.
 		do, bufsize := false, 512
 		if o := req.IsEdns0(); o != nil {
-			do, bufsize = o.Do(), int(o.UDPSize())
+			do, bufsize = o.Do(), max(512, int(o.UDPSize()))
+		}
+		if tcp {
+			bufsize = dns.MaxMsgSize
 		}
 		attrs = append(attrs, "type", dns.Type(q.Qtype).String(), "class", dns.Class(q.Qclass).String(), "name", q.Name, "do", do, "bufsize", bufsize)
 	}

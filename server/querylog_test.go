@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"log/slog"
 	"net"
 	"strings"
@@ -38,11 +40,15 @@ func (l *lockedBuffer) lines() []string {
 // serveLogged serves testSnapshot on loopback with the query log of
 // classes, until the test ends, and returns where its log goes.
 func serveLogged(t *testing.T, classes LogClasses) (*Listener, *lockedBuffer) {
+	return serveLoggedOn(t, classes, "127.0.0.1:0")
+}
+
+func serveLoggedOn(t *testing.T, classes LogClasses, addr string) (*Listener, *lockedBuffer) {
 	out := new(lockedBuffer)
 	sn := testSnapshot(t, 0)
 	srv := New(func() *snap.Snapshot { return sn }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(out, nil)))
 	srv.SetQueryLog(classes)
-	l, stop, done := start(t, srv, "127.0.0.1:0")
+	l, stop, done := start(t, srv, addr)
 	t.Cleanup(func() {
 		stop()
 		<-done
@@ -109,6 +115,9 @@ func TestQueryLog(t *testing.T) {
 					want["proto"], want["type"], want["rcode"], want["flags"] = "tcp", "A", "REFUSED", "qr,rd"
 				case "kubernetes.default.svc.cluster.local.":
 					want["rcode"], want["flags"] = "NOERROR", "qr,aa,rd"
+				}
+				if field(line, "proto") == "tcp" {
+					want["bufsize"] = "65535" // as CoreDNS's: any size over TCP
 				}
 				for k, v := range want {
 					if got := field(line, k); got != v {
@@ -188,14 +197,58 @@ func TestQueryLogErrors(t *testing.T) {
 	if n, err := c.Read(resp); err != nil || n < 12 || resp[3]&0x0f != dns.RcodeFormatError {
 		t.Fatalf("65,000 bytes: %x %v", resp[:n], err)
 	}
+	// Over TCP a message too large is skipped unread past its header.
+	tc, err := net.Dial("tcp", l.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	framed := binary.BigEndian.AppendUint16(nil, 6000)
+	framed = append(framed, big[:6000]...)
+	if _, err := tc.Write(framed); err != nil {
+		t.Fatal(err)
+	}
+	tc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.ReadFull(tc, resp[:2+12]); err != nil || resp[2+3]&0x0f != dns.RcodeFormatError {
+		t.Fatalf("6,000 bytes over TCP: %x %v", resp[:2+12], err)
+	}
 	if r, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(new(dns.Msg).SetQuestion("example.com.", dns.TypeA), l.Addr); err != nil || r.Rcode != dns.RcodeRefused {
 		t.Fatalf("example.com: %v %v", r, err)
 	}
-	var rcodes []string
+	var got []string
 	for _, line := range out.lines() {
-		rcodes = append(rcodes, field(line, "rcode"))
+		l := field(line, "rcode") + "/" + field(line, "proto")
+		if field(line, "rcode") == "FORMERR" {
+			l += "/" + field(line, "size") // the message's own size, not what was read of it
+		}
+		got = append(got, l)
 	}
-	if got := strings.Join(rcodes, " "); got != "BADVERS FORMERR REFUSED" {
-		t.Errorf("logged rcodes %q; want BADVERS FORMERR REFUSED:\n%s", got, strings.Join(out.lines(), "\n"))
+	if got, want := strings.Join(got, " "), "BADVERS/udp FORMERR/udp/65000 FORMERR/tcp/6000 REFUSED/tcp"; got != want {
+		t.Errorf("logged %q; want %q:\n%s", got, want, strings.Join(out.lines(), "\n"))
+	}
+}
+
+// A listener on every address of both families takes IPv4 clients as
+// IPv4-mapped IPv6 addresses: the log writes them as IPv4, as CoreDNS
+// does, so that a grep for a pod's address finds its queries.
+func TestQueryLogUnmapsIPv4Clients(t *testing.T) {
+	if _, err := net.ListenPacket("udp6", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 here: %v", err)
+	}
+	l, out := serveLoggedOn(t, LogAll, "[::]:0")
+	_, port, _ := net.SplitHostPort(l.Addr)
+	for _, proto := range []string{"udp", "tcp"} {
+		if _, _, err := (&dns.Client{Net: proto, Timeout: 2 * time.Second}).Exchange(new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA), "127.0.0.1:"+port); err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+	}
+	lines := out.lines()
+	if len(lines) != 2 {
+		t.Fatalf("%d lines; want 2:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for _, line := range lines {
+		if host, _, err := net.SplitHostPort(field(line, "client")); err != nil || host != "127.0.0.1" {
+			t.Errorf("client %q; want 127.0.0.1 and the client's port: %s", field(line, "client"), line)
+		}
 	}
 }

@@ -163,7 +163,7 @@ func (t *tcpServer) conn(c net.Conn) {
 			if _, err := r.Discard(n - 12); err != nil {
 				return
 			}
-			out = w.oversized(w.in[:12])
+			out = w.oversized(w.in[:12], n)
 		} else {
 			if cap(w.in) < n {
 				w.in = make([]byte, maxQuery)

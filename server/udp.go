@@ -32,8 +32,8 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 		if b != nil {
 			_, _ = pc.WriteToUDPAddrPort(b, to)
 			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
-			if s.queryLog != 0 {
-				s.logQuery(to, false, req, reqSize, b, time.Since(start))
+			if lm, ok := s.logs(b); ok {
+				s.logQuery(to, false, req, reqSize, lm, b, time.Since(start))
 			}
 		}
 	}()

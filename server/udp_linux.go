@@ -223,7 +223,9 @@ func (b *udpBatch) recvmmsg(fd uintptr) bool {
 		b.in[i].hdr.Namelen = uint32(unsafe.Sizeof(b.names[i]))
 		b.in[i].hdr.Flags = 0
 	}
-	n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), batch, 0, 0, 0)
+	// MSG_TRUNC: a datagram longer than its buffer reports its own
+	// length, not the buffer's, for the query log's size of it.
+	n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.in[0])), batch, unix.MSG_TRUNC, 0, 0)
 	switch e {
 	case unix.EAGAIN:
 		return false
@@ -251,7 +253,7 @@ func (b *udpBatch) answer() {
 		w.out = b.resps[i][:0]
 		var out []byte
 		if b.in[i].hdr.Flags&unix.MSG_TRUNC != 0 {
-			out = w.oversized(b.bufs[i][:b.in[i].n]) // cut at udpBufSize: what is left is no query
+			out = w.oversized(b.bufs[i][:min(int(b.in[i].n), udpBufSize)], int(b.in[i].n)) // cut at udpBufSize: what is left is no query
 		} else {
 			out = w.handle(b.bufs[i][:b.in[i].n])
 		}
