@@ -454,3 +454,37 @@ func TestRawIDs(t *testing.T) {
 		}
 	}
 }
+
+// A Version tells one content of a name from every other, which the
+// answer cache relies on to keep an answer across snapshots: a batch that
+// leaves a name alone keeps its Version, one that changes it makes a new
+// one, and a relist (a new NewZone, whose batches count from 1 again)
+// makes new ones for every name, even where the ids of their batches are
+// the same.
+func TestVersionTellsContents(t *testing.T) {
+	load := func(host string) *Zone {
+		z := NewZone(cfg)
+		b := z.Edit()
+		put(t, z, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"`+host+`"}`)
+		put(t, z, b, "/skydns/local/cluster/svc/ns/b/x1", `{"host":"10.0.9.9"}`)
+		return b.Done(1)
+	}
+	const a, b = "a.ns.svc.cluster.local", "b.ns.svc.cluster.local"
+	z1 := load("10.0.0.1")
+	bt := z1.Edit()
+	put(t, z1, bt, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.2"}`)
+	z2 := bt.Done(2)
+	if z1.Version(z1.Node(b)) != z2.Version(z2.Node(b)) {
+		t.Error("a name the batch left alone has a new Version")
+	}
+	if z1.Version(z1.Node(a)) == z2.Version(z2.Node(a)) {
+		t.Error("a changed name kept its Version")
+	}
+	relisted := load("10.0.0.1")
+	if z1.Version(z1.Node(b)) == relisted.Version(relisted.Node(b)) {
+		t.Error("a relisted name has the Version of the zone before the relist")
+	}
+	if (&Zone{}).Version(nil) != (Version{}) || z1.Version(z1.Node("nosuch.ns.svc.cluster.local")) != (Version{}) {
+		t.Error("no node has a Version")
+	}
+}
