@@ -143,6 +143,10 @@ func (b *Batch) drop(n *Node) {
 	b.link(n.Name, -1)
 }
 
+// Node returns the node of a canonical name as the batch has it so far;
+// nil if none.
+func (b *Batch) Node(name string) *Node { return b.z.Node(name) }
+
 // Put stores an entry of owner, as Parse made it, replacing the one with
 // the same ID. An entry the name already holds as it is changes nothing:
 // no node or shard is copied for it, and a batch of nothing else leaves

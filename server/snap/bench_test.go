@@ -58,8 +58,9 @@ func endpointKVs(n, gen int) []KV {
 func load(tb testing.TB, kvs []KV) *Zone { return loadZone(tb, cfg, kvs) }
 
 // loadZone loads the pairs of kvs in c's range into a new zone, as the
-// store's load does: sized first, then one batch.
-func loadZone(tb testing.TB, c Config, kvs []KV) *Zone {
+// store's load does: sized first, then one batch, a target keeping the
+// string of a name held in it or in one of the zones loaded before.
+func loadZone(tb testing.TB, c Config, kvs []KV, before ...*Zone) *Zone {
 	z := NewZone(c)
 	n := 0
 	for _, kv := range kvs {
@@ -69,11 +70,22 @@ func loadZone(tb testing.TB, c Config, kvs []KV) *Zone {
 	}
 	bt := z.Edit()
 	bt.Reserve(n)
+	held := func(name string) string {
+		for _, o := range before {
+			if n := o.Node(name); n != nil {
+				return n.Name
+			}
+		}
+		if n := bt.Node(name); n != nil {
+			return n.Name
+		}
+		return ""
+	}
 	for _, kv := range kvs {
 		if !strings.HasPrefix(kv.Key, z.Range) {
 			continue
 		}
-		owner, e, err := z.Parse(kv.Key, kv.Value)
+		owner, e, err := z.ParseHeld(kv.Key, kv.Value, held)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -105,7 +117,7 @@ func measureLoad(b *testing.B, zones []Config, kvs []KV, allocated bool) {
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for _, c := range zones {
-			loaded = append(loaded, loadZone(b, c, kvs))
+			loaded = append(loaded, loadZone(b, c, kvs, loaded...))
 		}
 	}
 	b.StopTimer()

@@ -533,6 +533,19 @@ func (z *Zone) Key(owner string, e *Entry) string {
 // the key names an owner but the value is invalid, it returns the owner
 // and an entry with the ID, so the caller can drop what the key held.
 func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
+	return z.ParseHeld(key, value, nil)
+}
+
+// Held returns the string a node holds as its name, in any zone, or ""
+// where no node has the name.
+type Held func(name string) string
+
+// ParseHeld is Parse, where the target of a CNAME, PTR or SRV that a node
+// already has as its name (held) keeps that node's string instead of a
+// copy: a service's PTR points at its A record's name, a headless
+// service's SRV records at its endpoints' names. Strings never change, so
+// the node may go while the entry keeps its name.
+func (z *Zone) ParseHeld(key string, value []byte, held Held) (string, Entry, error) {
 	owner, id, err := z.Owner(key)
 	if err != nil {
 		return "", Entry{}, err
@@ -570,6 +583,8 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 			// copy. Where the node exists already the entry keeps this
 			// owner string alone, a few bytes more than a copy.
 			x.data = owner[len(owner)-len(target):]
+		} else if s := heldName(held, target); s != "" {
+			x.data = s
 		} else {
 			x.data = strings.Clone(target)
 		}
@@ -580,6 +595,13 @@ func (z *Zone) Parse(key string, value []byte) (string, Entry, error) {
 		e.extra().origin = o
 	}
 	return owner, e, nil
+}
+
+func heldName(held Held, name string) string {
+	if held == nil {
+		return ""
+	}
+	return held(name)
 }
 
 // newEntry returns an entry of id with no value yet.

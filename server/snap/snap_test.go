@@ -488,3 +488,37 @@ func TestVersionTellsContents(t *testing.T) {
 		t.Error("no node has a Version")
 	}
 }
+
+// A target that a node has as its name keeps that node's string: a
+// service's PTR points at its A record's name, and at a hundred thousand
+// services a copy of each was a megabyte. The answer is the same.
+func TestTargetsKeepHeldNames(t *testing.T) {
+	fwd := NewZone(cfg)
+	b := fwd.Edit()
+	put(t, fwd, b, "/skydns/local/cluster/svc/ns/web/a1", `{"host":"10.96.0.10"}`)
+	fwd = b.Done(1)
+	name := fwd.Node("web.ns.svc.cluster.local").Name
+	held := func(n string) string {
+		if n := fwd.Node(n); n != nil {
+			return n.Name
+		}
+		return ""
+	}
+	rev := NewZone(Config{Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5})
+	for _, h := range []Held{held, nil} {
+		owner, e, err := rev.ParseHeld("/skydns/arpa/in-addr/10/96/0/10", []byte(`{"host":"web.ns.svc.cluster.local"}`), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if shares := unsafe.StringData(e.Data()) == unsafe.StringData(name); shares != (h != nil) {
+			t.Errorf("held %v: the PTR's target shares the A record's name: %v", h != nil, shares)
+		}
+		b := rev.Edit()
+		b.Put(owner, e)
+		z := b.Done(1)
+		rrs := z.Node("10.0.96.10.in-addr.arpa").RRSet(dns.TypePTR).RRs
+		if len(rrs) != 1 || rrs[0].(*dns.PTR).Ptr != "web.ns.svc.cluster.local." {
+			t.Errorf("held %v: PTR records %v", h != nil, rrs)
+		}
+	}
+}

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/server/snap"
 )
 
@@ -788,12 +789,19 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 	s.skippedNow = map[string]bool{}
 	defer func() { s.skippedNow = nil }()
 	var out []*snap.Zone
-	for _, c := range s.zones {
+	h := &held{}
+	// Reverse zones last, so that their PTRs find the names they point at.
+	zones := slices.Clone(s.zones)
+	slices.SortStableFunc(zones, func(a, b snap.Config) int {
+		return cmp.Compare(reverseLast(a), reverseLast(b))
+	})
+	for _, c := range zones {
 		z := snap.NewZone(c)
 		if z.Range == "" {
 			return nil, fmt.Errorf("zone %s: prefix %q is not valid", c.Name, c.Prefix)
 		}
 		b := z.Edit()
+		h.zones, h.batches = append(h.zones, z), append(h.batches, b)
 		reserved := false
 		// The next page is asked for while this one is decoded: etcd's
 		// work and ours overlap. A page's buffer goes back to spare once
@@ -809,7 +817,7 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 				reserved = true
 			}
 			for _, kv := range p.resp.kvs {
-				s.put(z, b, view(kv.key), kv.value)
+				s.put(z, b, view(kv.key), kv.value, h.name)
 			}
 			if s.decoded != nil {
 				s.decoded(p.resp.buf)
@@ -824,6 +832,7 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 		// and a restart may take it back by less than a RevisionStep;
 		// nothing transfers zones by it (AXFR and IXFR are refused).
 		out = append(out, b.Done(uint32(rev)))
+		h.zones[len(out)-1], h.batches[len(out)-1] = out[len(out)-1], nil
 	}
 	s.mu.Lock()
 	for key := range s.bad {
@@ -933,9 +942,41 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 // page that took long. Any other has the request timeout.
 const maxPageTimeout = time.Minute
 
+// held finds the names nodes have already, for snap.ParseHeld: in the
+// zones of a load or a change, each as the batch editing it (batches[i],
+// where not nil) has it so far.
+type held struct {
+	zones   []*snap.Zone
+	batches []*snap.Batch
+}
+
+func reverseLast(c snap.Config) int {
+	if keys.IsReverseZone(c.Name) {
+		return 1
+	}
+	return 0
+}
+
+func (h *held) name(name string) string {
+	for i, z := range h.zones {
+		if !keys.IsSubdomain(name, z.Name) {
+			continue
+		}
+		n := z.Node(name)
+		if b := h.batches[i]; b != nil {
+			n = b.Node(name)
+		}
+		if n != nil {
+			return n.Name
+		}
+	}
+	return ""
+}
+
 // put applies one stored value; a malformed one removes what the key held
-// before, so a broken write never leaves a stale record behind.
-func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
+// before, so a broken write never leaves a stale record behind. Its
+// target, where a node holds the name already, keeps that node's string.
+func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte, held snap.Held) {
 	if z.SkyDNS {
 		// In a SkyDNS zone every key is data, dns/stub/ included, as
 		// CoreDNS's etcd plugin reads it.
@@ -954,7 +995,7 @@ func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte) {
 		}
 		return
 	}
-	owner, e, err := z.Parse(key, value)
+	owner, e, err := z.ParseHeld(key, value, held)
 	if err == nil {
 		b.Put(owner, e)
 		s.forget(key)
@@ -1660,6 +1701,7 @@ func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Sn
 	next = &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
 	batches := make([]*snap.Batch, len(next.Zones))
 	serials := make([]int64, len(next.Zones))
+	h := &held{zones: cur.Zones, batches: batches}
 	for _, ev := range events {
 		key := view(ev.Kv.Key)
 		next.Rev = max(next.Rev, ev.Kv.ModRevision)
@@ -1673,7 +1715,7 @@ func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Sn
 			}
 			serials[i] = ev.Kv.ModRevision
 			if ev.Type == mvccpb.PUT {
-				s.put(z, batches[i], key, ev.Kv.Value)
+				s.put(z, batches[i], key, ev.Kv.Value, h.name)
 				continue
 			}
 			s.forget(key)
