@@ -104,7 +104,7 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	user := etcdclient.User(ecfg)
-	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, WriteTimeout: p.WriteTimeout, User: user}
+	store := &etcdstore.Store{Client: cli, Timeout: ecfg.RequestTimeout, WriteTimeout: p.WriteTimeout, User: user, MaxTxnOps: p.MaxTxnOps}
 	var keepers []*clientv3.Client
 	if len(ecfg.Endpoints) > 1 {
 		// The reads and writes go through one endpoint at a time, so that

@@ -75,7 +75,7 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	id := zones.Cluster.Cluster
 	user := etcdclient.User(cfg.Etcd)
 	o := publisher.WithdrawOptions{
-		Store:       &etcdstore.Store{Client: cli, Timeout: cfg.Etcd.RequestTimeout, User: user},
+		Store:       &etcdstore.Store{Client: cli, Timeout: cfg.Etcd.RequestTimeout, User: user, MaxTxnOps: p.MaxTxnOps},
 		Ranges:      ranges,
 		Cluster:     id,
 		MaxTxnOps:   p.MaxTxnOps,

@@ -50,6 +50,21 @@ type Store struct {
 	// User is the etcd user the client runs as (etcdclient.User): a
 	// refused request names it, since the fix is a grant to that user.
 	User string
+	// MaxTxnOps is the most operations etcd takes in one transaction
+	// (its --max-txn-ops; 0: its default, 128): a read of many keys (Get,
+	// GetOrdered) is split to fit. Apply's caller splits its own
+	// (plan.Split).
+	MaxTxnOps int
+}
+
+// readChunk is the keys one read transaction of get asks for, with room
+// for GetOrdered's probe.
+func (s *Store) readChunk() int {
+	n := 100
+	if s.MaxTxnOps > 0 {
+		n = min(n, max(1, s.MaxTxnOps-1))
+	}
+	return n
 }
 
 // Ranges returns the key prefixes a cluster writes: its domain's subtree
@@ -361,7 +376,7 @@ func (s *Store) GetOrdered(ctx context.Context, ks []string) (present []plan.KV,
 }
 
 func (s *Store) get(ctx context.Context, ks []string, ordered bool) (present []plan.KV, absent []string, rev int64, err error) {
-	const chunk = 100
+	chunk := s.readChunk()
 	for i := 0; i < len(ks); i += chunk {
 		part := ks[i:min(i+chunk, len(ks))]
 		gets := make([]clientv3.Op, len(part))

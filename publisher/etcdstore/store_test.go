@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,11 +14,14 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
+	"github.com/etcdns/etcdns/etcdclient/embedded"
 	"github.com/etcdns/etcdns/internal/freeze"
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/publisher/plan"
@@ -362,5 +366,59 @@ func TestGetOrderedWritesNothing(t *testing.T) {
 	}
 	if resps[0].Succeeded {
 		t.Error("the first probe exists, and its delete ran")
+	}
+}
+
+// An etcd run with a smaller --max-txn-ops, the publisher set to match:
+// a re-read of more keys than that (a unit's owned and desired keys,
+// after a conflict or a lost answer) fits in its transactions. Read in
+// parts of 100, it failed every time, and the unit never updated again.
+func TestReadsFitMaxTxnOps(t *testing.T) {
+	cfg := embed.NewConfig()
+	cfg.Dir = t.TempDir()
+	var urls [2]*url.URL
+	for i := range urls {
+		u, err := embedded.LoopbackURL("test", "http://127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls[i] = u
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*urls[0]}, []url.URL{*urls[0]}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*urls[1]}, []url.URL{*urls[1]}
+	cfg.InitialCluster = cfg.Name + "=" + urls[1].String()
+	cfg.LogLevel = "error"
+	cfg.MaxTxnOps = 64
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	<-e.Server.ReadyNotify()
+	cli, err := etcdclient.New(context.Background(), config.Etcd{Endpoints: []string{urls[0].String()}, DialTimeout: 5 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	s := &Store{Client: cli, MaxTxnOps: 64}
+	var ops []plan.Op
+	var ks []string
+	for i := range 150 {
+		k := fmt.Sprintf("/skydns/local/cluster/svc/ns/db/%03d", i)
+		ks = append(ks, k)
+		if i < 120 {
+			ops = append(ops, plan.Op{Kind: plan.Put, Key: k, Value: []byte(`{"host":"10.0.0.1"}`)})
+		}
+	}
+	for _, txn := range plan.Split(ops, s.MaxTxnOps, 1<<20) {
+		if _, err := s.Apply(context.Background(), nil, txn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, get := range map[string]func(context.Context, []string) ([]plan.KV, []string, int64, error){"Get": s.Get, "GetOrdered": s.GetOrdered} {
+		present, absent, _, err := get(context.Background(), ks)
+		if err != nil || len(present) != 120 || len(absent) != 30 {
+			t.Errorf("%s of 150 keys: %d present, %d absent, %v; want 120, 30, no error", name, len(present), len(absent), err)
+		}
 	}
 }

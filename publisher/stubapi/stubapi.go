@@ -24,6 +24,7 @@ const (
 	// maxNameservers keeps a federation's change, deletes of the old and
 	// puts of the new, inside one etcd transaction (default 128 ops).
 	maxNameservers = 32
+	maxTxnOps      = 2*maxNameservers + 1
 	maxBody        = 64 << 10
 	// maxAttempts bounds the re-reads after a guard failed: someone else
 	// writing the same keys that often is a fight, not a race.
@@ -70,6 +71,11 @@ func New(c Config) (*Handler, error) {
 	}
 	if c.Store == nil || c.Leader == nil {
 		return nil, errors.New("a store and a leader test are needed")
+	}
+	// A federation's change is one transaction, never split: the puts of
+	// its new nameservers, the deletes of the old, and the fence.
+	if n := c.Store.MaxTxnOps; n > 0 && n < maxTxnOps {
+		return nil, fmt.Errorf("publisher.max-txn-ops is %d: the federation endpoint changes up to %d nameservers in one transaction of up to %d operations; raise it (and etcd's --max-txn-ops) to at least that", n, maxNameservers, maxTxnOps)
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()

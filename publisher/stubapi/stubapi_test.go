@@ -417,3 +417,21 @@ func TestReconcileLeavesStubsAlone(t *testing.T) {
 		t.Errorf("the publisher manages %s", src)
 	}
 }
+
+// A federation's change is one transaction: an etcd that takes fewer
+// operations than its largest (32 nameservers replaced, and the fence)
+// would refuse it on the day it came, so the endpoint refuses to start.
+func TestNeedsRoomForAFederationsChange(t *testing.T) {
+	c := Config{
+		Layout: keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "c1"},
+		Zone:   "cluster.local", Domain: "federation",
+		Leader: func() (*elect.Term, bool) { return nil, false },
+	}
+	for ops, ok := range map[int]bool{0: true, 128: true, 65: true, 64: false, 2: false} {
+		c.Store = &etcdstore.Store{MaxTxnOps: ops}
+		_, err := New(c)
+		if (err == nil) != ok || err != nil && !strings.Contains(err.Error(), "publisher.max-txn-ops is") {
+			t.Errorf("max-txn-ops %d: %v; want it taken: %v", ops, err, ok)
+		}
+	}
+}
