@@ -615,6 +615,17 @@ func (c *Controller) apply(ctx context.Context, unit string, ops []plan.Op, term
 			c.m.Txns.WithLabelValues("conflict").Inc()
 			return err
 		case errors.Is(err, etcdstore.ErrFenced):
+			// At the epoch the term still holds: the term has ended, or
+			// an Advance whose answer was lost moved the fence after all
+			// (settle's, after a write timed out). Advance tells the two
+			// apart, taking a move of this term's own as it finds it.
+			if aerr := c.o.Store.Advance(ctx, term, epoch); aerr == nil {
+				c.m.Txns.WithLabelValues("conflict").Inc()
+				return etcdstore.ErrConflict
+			} else if !errors.Is(aerr, etcdstore.ErrFenced) {
+				c.m.Txns.WithLabelValues("error").Inc()
+				return aerr
+			}
 			c.m.Txns.WithLabelValues("fenced").Inc()
 			return err
 		default:

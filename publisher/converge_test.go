@@ -1419,3 +1419,44 @@ func TestAdvanceMidWriteKeepsTheTerm(t *testing.T) {
 	updateSlice(t, kc, one)
 	waitDump(t, cli, want(t, p.b, hl, one))
 }
+
+// TestLostAdvanceKeepsTheTerm: an Advance (settle's, after a write timed
+// out on a frozen member) whose put commits but whose answer is lost
+// leaves the term at its old epoch; the next transaction fails the fence
+// at that epoch. The term goes on: the store's Advance finds the move the
+// term made, and the transaction is planned again. It ended the term
+// before, and with it every write until a new term had loaded the world.
+func TestLostAdvanceKeepsTheTerm(t *testing.T) {
+	cli := startEtcd(t)
+	lose := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoke(ctx, method, req, reply, cc, opts...)
+		if _, ok := req.(*pb.TxnRequest); ok && err == nil {
+			return status.Error(codes.Unavailable, "the answer was lost")
+		}
+		return err
+	}
+	hl, one := headless("apps", "db"), slice("apps", "db", "db-1", "10.244.1.10")
+	kc := fake.NewClientset(hl, one)
+	p := newPub(t, cli, "c1", kc)
+	term := campaign(t, cli, "c1")
+	p.start(term)
+	waitDump(t, cli, want(t, p.b, hl, one))
+
+	before := term.Epoch()
+	if err := term.Advance(context.Background(), intercepted(t, cli, lose), before); err == nil || term.Epoch() != before {
+		t.Fatalf("advance: %v, epoch %d -> %d; want its answer lost, the epoch as it was", err, before, term.Epoch())
+	}
+	two := updateSlice(t, kc, slice("apps", "db", "db-1", "10.244.1.10", "10.244.1.11"))
+	waitDump(t, cli, want(t, p.b, hl, two))
+	select {
+	case err := <-p.done:
+		t.Fatalf("the term ended: %v", err)
+	default:
+	}
+	if n := txnCount(t, p.m, "fenced"); n != 0 {
+		t.Errorf("%v transactions counted fenced; the term did not end", n)
+	}
+	if term.Epoch() <= before {
+		t.Errorf("epoch %d after the change; want the one the lost Advance moved it to", term.Epoch())
+	}
+}

@@ -194,6 +194,8 @@ func (h *Handler) set(w http.ResponseWriter, r *http.Request, name string, nss [
 		switch {
 		case errors.Is(err, etcdstore.ErrFenced) && term.Epoch() != epoch && attempt < maxAttempts:
 			continue // the publisher moved its fence on (elect.Term.Advance); the term goes on
+		case errors.Is(err, etcdstore.ErrFenced) && attempt < maxAttempts && h.c.Store.Advance(r.Context(), term, epoch) == nil:
+			continue // an Advance whose answer was lost had moved it: the term goes on
 		case err == nil:
 			h.c.Log.Info("federation stub domain programmed", "federation", name, "domain", h.domain(name),
 				"nameservers", nss, "changes", len(res.Ops), "client", clientName(r))

@@ -21,6 +21,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdns/etcdns/internal/testetcd"
 	"github.com/etcdns/etcdns/internal/testpki"
@@ -433,5 +435,40 @@ func TestNeedsRoomForAFederationsChange(t *testing.T) {
 		if (err == nil) != ok || err != nil && !strings.Contains(err.Error(), "publisher.max-txn-ops is") {
 			t.Errorf("max-txn-ops %d: %v; want it taken: %v", ops, err, ok)
 		}
+	}
+}
+
+// An Advance whose answer was lost (the controller's settle, on a frozen
+// member) moved the fence while the term still holds the old epoch: the
+// endpoint's write fails the fence, finds the move, and writes again. It
+// answered 503 "leadership lost" while the term went on.
+func TestLostAdvanceIsNoLostLeadership(t *testing.T) {
+	ep := start(t)
+	sess, err := concurrency.NewSession(ep.cli, concurrency.WithTTL(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	e := concurrency.NewElection(sess, elect.Key("c1"))
+	if err := e.Campaign(context.Background(), "publisher-0"); err != nil {
+		t.Fatal(err)
+	}
+	term := elect.NewTerm(e.Key(), e.Rev(), sess.Lease(), "publisher-0")
+	ep.term.Store(term)
+	lost := testetcd.Intercepted(t, ep.cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if err := invoke(ctx, method, req, reply, cc, opts...); err != nil {
+			return err
+		}
+		return status.Error(codes.Unavailable, "the answer was lost")
+	})
+	before := term.Epoch()
+	if err := term.Advance(context.Background(), lost, before); err == nil || term.Epoch() != before {
+		t.Fatalf("advance: %v, epoch %d -> %d; want its answer lost, the epoch as it was", err, before, term.Epoch())
+	}
+	if code, body := ep.call(t, "POST", "/federations/myfederation", `{"nameservers":["10.0.0.2"]}`); code != http.StatusOK {
+		t.Errorf("POST after a lost Advance: %d %s", code, body)
+	}
+	if got := ep.stored(t); len(got) != 1 {
+		t.Errorf("stored %v, want the one nameserver", got)
 	}
 }
