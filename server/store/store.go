@@ -788,14 +788,18 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 	defer cancel() // a fetch still running when a page fails
 	s.skippedNow = map[string]bool{}
 	defer func() { s.skippedNow = nil }()
-	var out []*snap.Zone
+	out := make([]*snap.Zone, len(s.zones)) // in the configuration's order, as a snapshot built from it is
 	h := &held{}
 	// Reverse zones last, so that their PTRs find the names they point at.
-	zones := slices.Clone(s.zones)
-	slices.SortStableFunc(zones, func(a, b snap.Config) int {
-		return cmp.Compare(reverseLast(a), reverseLast(b))
+	order := make([]int, len(s.zones))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		return cmp.Compare(reverseLast(s.zones[i]), reverseLast(s.zones[j]))
 	})
-	for _, c := range zones {
+	for _, i := range order {
+		c := s.zones[i]
 		z := snap.NewZone(c)
 		if z.Range == "" {
 			return nil, fmt.Errorf("zone %s: prefix %q is not valid", c.Name, c.Prefix)
@@ -831,8 +835,8 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 		// revision until a change moves it on. Each frontend has its own,
 		// and a restart may take it back by less than a RevisionStep;
 		// nothing transfers zones by it (AXFR and IXFR are refused).
-		out = append(out, b.Done(uint32(rev)))
-		h.zones[len(out)-1], h.batches[len(out)-1] = out[len(out)-1], nil
+		out[i] = b.Done(uint32(rev))
+		h.zones[len(h.zones)-1], h.batches[len(h.batches)-1] = out[i], nil
 	}
 	s.mu.Lock()
 	for key := range s.bad {
