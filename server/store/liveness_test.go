@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -946,7 +947,18 @@ func TestProxyHeldToALinearizableRead(t *testing.T) {
 	cli := testetcd.Start(t, nil)
 	defer v3rpc.SetProgressReportInterval(v3rpc.GetProgressReportInterval())
 	v3rpc.SetProgressReportInterval(500 * time.Millisecond)
-	s, live := twoProxies(t, cli, 1500*time.Millisecond, [2]string{"cut-off", "healthy"}, func(cs grpc.ClientStream) grpc.ClientStream { return &stalled{ClientStream: progressDropped{cs}} })
+	cut := make(chan struct{})
+	var once sync.Once
+	s, live := twoProxies(t, cli, 1500*time.Millisecond, [2]string{"cut-off", "healthy"}, func(cs grpc.ClientStream) grpc.ClientStream {
+		return &stalled{ClientStream: progressDropped{cs}, cut: func() { once.Do(func() { close(cut) }) }}
+	})
+	// The change comes after the member is cut off, or it is the member's
+	// to deliver.
+	select {
+	case <-cut:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch through the endpoint to cut off within 10 s")
+	}
 	put := time.Now()
 	mustPut(t, cli, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`)
 	// Others write on meanwhile, outside the zones.
@@ -986,14 +998,17 @@ func twoProxies(t *testing.T, cli *clientv3.Client, maxLag time.Duration, names 
 	return s, live
 }
 
-// stalled passes a watch stream's created response and turns everything
-// after it into etcd's progress notifications at the revision the stream
-// was created at: what a member cut off from its peers sends, which
-// applies nothing new and still notifies. (Events it swallowed, etcd
-// would count as sent and skip its own notifications for.)
+// stalled passes a watch stream's created response and the events up to
+// the revision the stream was created at, and turns everything after into
+// etcd's progress notifications at that revision: what a member cut off
+// from its peers at that revision sends, which applies nothing new and
+// still notifies. (Events it swallowed, etcd would count as sent and skip
+// its own notifications for.) cut, if set, is called with the first
+// created response.
 type stalled struct {
 	grpc.ClientStream
 	rev int64
+	cut func()
 }
 
 func (w *stalled) RecvMsg(m any) error {
@@ -1006,9 +1021,14 @@ func (w *stalled) RecvMsg(m any) error {
 	case r.Created:
 		if w.rev == 0 {
 			w.rev = r.Header.Revision
+			if w.cut != nil {
+				w.cut()
+			}
 		}
 	case r.WatchId != clientv3.InvalidWatchID:
-		r.Events, r.Header.Revision = nil, w.rev
+		// The member had these: a catching-up watcher's replay.
+		r.Events = slices.DeleteFunc(r.Events, func(e *mvccpb.Event) bool { return e.Kv.ModRevision > w.rev })
+		r.Header.Revision = w.rev
 	}
 	return nil
 }
