@@ -415,13 +415,15 @@ func UDPSize(advertised uint16) int {
 	return min(max(int(advertised), dns.MinMsgSize), EDNSSize)
 }
 
-// Fit makes m fit in size octets: first the additional section goes
-// (RFC 2181 section 9: no TC needed for that); then, if the answer still
+// Fit makes m fit in size octets: first the additional section goes,
+// whole (RFC 2181 section 9: no TC for that; CoreDNS, through miekg/dns's
+// Truncate, keeps what fits of it and sets TC, so the client asks again
+// over TCP for glue it can ask for itself); then, if the answer still
 // does not fit, it keeps the answer's records that do, in order, and TC
-// tells the client to ask again over TCP. That is what CoreDNS sends
-// (miekg/dns's Truncate), and what a client that takes a truncated answer
-// as it is (musl before 1.2.4, in many container images) needs to get any
-// address of a large headless service at all.
+// tells the client to ask again over TCP. That is what CoreDNS sends, and
+// what a client that takes a truncated answer as it is (musl before
+// 1.2.4, in many container images) needs to get any address of a large
+// headless service at all.
 func Fit(m *dns.Msg, size int) {
 	if m.Len() <= size {
 		return
