@@ -237,8 +237,11 @@ func forwarder(d config.Dnsd, reg prometheus.Registerer, log *slog.Logger) (*for
 	if err != nil {
 		return nil, err
 	}
+	// A sixteenth of the memory limit at most, as the answer cache takes
+	// an eighth: a small frontend's caches stay small.
+	cacheBytes := int(min(forward.DefaultCacheBytes, max(debug.SetMemoryLimit(-1)/16, 1<<20)))
 	f, err := forward.New(forward.Config{
-		Upstreams: ups, Timeout: d.ForwardTimeout, CacheSize: d.ForwardCache, MaxTTL: d.ForwardMaxTTL,
+		Upstreams: ups, Timeout: d.ForwardTimeout, CacheSize: d.ForwardCache, CacheBytes: cacheBytes, MaxTTL: d.ForwardMaxTTL,
 		Allow: allow, Listen: d.Listen,
 	}, reg)
 	if err != nil {

@@ -19,16 +19,29 @@ type key struct {
 type entry struct {
 	m       *dns.Msg
 	expires time.Time
+	cost    int
 }
 
-// cache holds upstream answers for their TTL, at most size of them.
+// cache holds upstream answers for their TTL, at most size of them and
+// maxBytes of their cost: an answer can be a TCP answer of 64 KiB, and ten
+// thousand of those, from any client the allow list lets forward, were
+// most of a gigabyte.
 type cache struct {
-	size   int
-	maxTTL uint32
+	size     int
+	maxBytes int
+	maxTTL   uint32
 
-	mu sync.Mutex
-	m  map[key]entry
+	mu    sync.Mutex
+	m     map[key]entry
+	bytes int
 }
+
+// entryCost is about what an entry holds beside its answer's wire bytes:
+// its key, the map slot and the message's structure. A decoded message
+// takes about 1.4 times its wire size (a 60 KB TXT answer held 86 KB).
+const entryCost = 256
+
+func cost(m *dns.Msg) int { return entryCost + m.Len()*3/2 }
 
 // get returns a copy of the live entry of k, its TTLs lowered to the time
 // it has left, or nil.
@@ -36,7 +49,7 @@ func (c *cache) get(k key, now time.Time) *dns.Msg {
 	c.mu.Lock()
 	e, ok := c.m[k]
 	if ok && !now.Before(e.expires) {
-		delete(c.m, k)
+		c.drop(k, e)
 		ok = false
 	}
 	c.mu.Unlock()
@@ -61,16 +74,30 @@ func (c *cache) put(k key, m *dns.Msg, now time.Time) {
 	if t == 0 {
 		return
 	}
+	n := cost(m)
+	if n > c.maxBytes/16 {
+		return // one answer may not take a sixteenth of the cache
+	}
 	m = m.Copy()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.m[k]; !ok && len(c.m) >= c.size {
-		for old := range c.m {
-			delete(c.m, old) // map order is random: a random victim, no bookkeeping
+	if old, ok := c.m[k]; ok {
+		c.drop(k, old)
+	}
+	for old, e := range c.m {
+		if len(c.m) < c.size && c.bytes+n <= c.maxBytes {
 			break
 		}
+		c.drop(old, e) // map order is random: random victims, no bookkeeping
 	}
-	c.m[k] = entry{m: m, expires: now.Add(time.Duration(t) * time.Second)}
+	c.m[k] = entry{m: m, expires: now.Add(time.Duration(t) * time.Second), cost: n}
+	c.bytes += n
+}
+
+// drop removes k, whose entry is e; c.mu is held.
+func (c *cache) drop(k key, e entry) {
+	delete(c.m, k)
+	c.bytes -= e.cost
 }
 
 // ttl is how long m may be cached: its smallest TTL, or for a negative

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -18,12 +19,15 @@ import (
 
 // Config is what a Forwarder is built with.
 type Config struct {
-	Upstreams []netip.AddrPort // asked in this order
+	Upstreams []netip.AddrPort // asked in this order, those that failed lately last
 	Timeout   time.Duration    // of one exchange with one upstream
 	CacheSize int              // entries; 0: no cache
-	MaxTTL    uint32           // seconds an answer may stay cached
-	Allow     []netip.Prefix   // clients that may use forwarding
-	Listen    string           // dnsd's own DNS address, which no upstream may be
+	// CacheBytes bounds what the cached answers hold (about 1.5 times
+	// their wire size, and a few hundred bytes an entry); 0: DefaultCacheBytes.
+	CacheBytes int
+	MaxTTL     uint32         // seconds an answer may stay cached
+	Allow      []netip.Prefix // clients that may use forwarding
+	Listen     string         // dnsd's own DNS address, which no upstream may be
 }
 
 // Forwarder asks upstream resolvers on behalf of clients. It is safe for
@@ -34,6 +38,13 @@ type Forwarder struct {
 	allow     []netip.Prefix
 	cache     *cache // nil: off
 	now       func() time.Time
+
+	// failed holds when each upstream last failed (timed out, refused,
+	// SERVFAIL), by index: one that failed within failedFor is asked after
+	// the others, so that a dead first upstream does not cost every
+	// question its whole timeout, and holds no forwarding slot that long.
+	mu     sync.Mutex
+	failed []time.Time
 
 	results      *prometheus.CounterVec
 	hits, misses prometheus.Counter
@@ -74,8 +85,12 @@ func New(c Config, reg prometheus.Registerer) (*Forwarder, error) {
 		}
 		f.upstreams = append(f.upstreams, u.String())
 	}
+	f.failed = make([]time.Time, len(f.upstreams))
 	if c.CacheSize > 0 {
-		f.cache = &cache{size: c.CacheSize, maxTTL: c.MaxTTL, m: make(map[key]entry)}
+		if c.CacheBytes <= 0 {
+			c.CacheBytes = DefaultCacheBytes
+		}
+		f.cache = &cache{size: c.CacheSize, maxBytes: c.CacheBytes, maxTTL: c.MaxTTL, m: make(map[key]entry)}
 	}
 	for _, r := range []string{"ok", "servfail", "timeout", "error"} {
 		f.results.WithLabelValues(r) // exported at 0, so alerts see a series from the start
@@ -98,13 +113,39 @@ func allows(allow []netip.Prefix, client netip.Addr) bool {
 	return false
 }
 
+// DefaultCacheBytes bounds the forwarding cache when Config says nothing.
+const DefaultCacheBytes = 16 << 20
+
+// failedFor is how long an upstream that failed is asked after the
+// others; then it is asked in its turn again.
+const failedFor = 30 * time.Second
+
+func cacheKey(req *dns.Msg) key {
+	q := req.Question[0]
+	opt := req.IsEdns0()
+	return key{name: strings.ToLower(q.Name), qtype: q.Qtype, qclass: q.Qclass, do: opt != nil && opt.Do(), cd: req.CheckingDisabled}
+}
+
+// Cached returns the answer to req from the cache, or nil: a caller that
+// would wait for an upstream (holding a slot) needs none for it.
+func (f *Forwarder) Cached(req *dns.Msg) *dns.Msg {
+	if f.cache == nil {
+		return nil
+	}
+	m := f.cache.get(cacheKey(req), f.now())
+	if m == nil {
+		return nil
+	}
+	f.hits.Inc()
+	return reply(req, m)
+}
+
 // Forward returns the answer to req, a query with one question, from the
 // cache or the first upstream that gives one, or SERVFAIL when none does.
 // The answer carries req's id, RD and CD bits and question as spelled.
 func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
 	q := req.Question[0]
-	opt := req.IsEdns0()
-	k := key{name: strings.ToLower(q.Name), qtype: q.Qtype, qclass: q.Qclass, do: opt != nil && opt.Do(), cd: req.CheckingDisabled}
+	k := cacheKey(req)
 	if f.cache != nil {
 		if m := f.cache.get(k, f.now()); m != nil {
 			f.hits.Inc()
@@ -122,7 +163,7 @@ func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
 	up.Question = []dns.Question{q}
 	up.SetEdns0(answer.EDNSSize, k.do)
 
-	m, result := f.ask(ctx, up, f.upstreams)
+	m, result := f.ask(ctx, up, f.order(), f.note)
 	f.results.WithLabelValues(result).Inc()
 	if m == nil {
 		m = new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
@@ -133,6 +174,44 @@ func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
 		f.cache.put(k, m, f.now())
 	}
 	return reply(req, m)
+}
+
+// order returns the upstreams to ask: in their order, but those that
+// failed within failedFor after the others, the one that failed last
+// last.
+func (f *Forwarder) order() []string {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ok []string
+	var bad []int
+	for i, u := range f.upstreams {
+		if now.Sub(f.failed[i]) < failedFor {
+			bad = append(bad, i)
+		} else {
+			ok = append(ok, u)
+		}
+	}
+	slices.SortStableFunc(bad, func(a, b int) int { return f.failed[a].Compare(f.failed[b]) })
+	for _, i := range bad {
+		ok = append(ok, f.upstreams[i])
+	}
+	return ok
+}
+
+// note records how upstream u did.
+func (f *Forwarder) note(u string, ok bool) {
+	i := slices.Index(f.upstreams, u)
+	if i < 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ok {
+		f.failed[i] = time.Time{}
+	} else {
+		f.failed[i] = f.now()
+	}
 }
 
 // exchanger asks upstreams: the ClusterFirst upstreams and the nameservers
@@ -147,8 +226,9 @@ func newExchanger(timeout time.Duration) exchanger {
 
 // ask tries upstreams in order until one answers other than SERVFAIL; m
 // is nil when none did. result is "ok" or how the last one tried failed
-// (servfail, timeout, error), for the caller's metrics.
-func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string) (m *dns.Msg, result string) {
+// (servfail, timeout, error), for the caller's metrics. note, if set,
+// hears how each upstream asked did.
+func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string, note func(u string, ok bool)) (m *dns.Msg, result string) {
 	result = "error"
 	for _, u := range upstreams {
 		if ctx.Err() != nil {
@@ -162,12 +242,17 @@ func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string) (m 
 			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded) {
 				result = "timeout"
 			}
-			continue
 		case r.Rcode == dns.RcodeServerFailure:
 			result = "servfail"
-			continue
+		default:
+			if note != nil {
+				note(u, true)
+			}
+			return r, "ok"
 		}
-		return r, "ok"
+		if note != nil {
+			note(u, false)
+		}
 	}
 	return nil, result
 }
@@ -178,7 +263,12 @@ func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string) (m 
 func (x exchanger) exchange(ctx context.Context, m *dns.Msg, upstream string) (*dns.Msg, error) {
 	r, _, err := x.udp.ExchangeContext(ctx, m, upstream)
 	if err == nil && r.Truncated {
-		r, _, err = x.tcp.ExchangeContext(ctx, m, upstream)
+		// An upstream that cannot be reached over TCP still gave what fits,
+		// with TC set: the client's to take or to ask again for (never
+		// cached), not a SERVFAIL.
+		if whole, _, terr := x.tcp.ExchangeContext(ctx, m, upstream); terr == nil {
+			r = whole
+		}
 	}
 	if err != nil {
 		return nil, err

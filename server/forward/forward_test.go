@@ -335,3 +335,91 @@ func TestResolvConf(t *testing.T) {
 		t.Fatalf("ResolvConf = %v, %v", ups, err)
 	}
 }
+
+// The cache holds at most CacheBytes of answers, whatever CacheSize
+// allows: large answers evict others, and one answer larger than a
+// sixteenth of it is not kept at all.
+func TestForwardCacheBytes(t *testing.T) {
+	up := startUpstream(t, func(req *dns.Msg, network string) *dns.Msg {
+		m := new(dns.Msg).SetReply(req)
+		n := 4
+		if strings.HasPrefix(req.Question[0].Name, "huge.") {
+			if network == "udp" {
+				m.Truncated = true
+				return m
+			}
+			n = 100
+		}
+		for i := range n {
+			m.Answer = append(m.Answer, &dns.TXT{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60}, Txt: []string{fmt.Sprintf("%03d %s", i, strings.Repeat("x", 200))}})
+		}
+		return m
+	})
+	const limit = 128 << 10
+	f := newForwarder(t, Config{Upstreams: []netip.AddrPort{up.addr}, CacheSize: 10000, CacheBytes: limit, MaxTTL: 30})
+	for i := range 200 {
+		f.Forward(context.Background(), query(fmt.Sprintf("n%d.example.test.", i), dns.TypeTXT, 1))
+		if f.cache.bytes > limit {
+			t.Fatalf("after %d answers of about 900 bytes the cache holds %d bytes, limit %d", i+1, f.cache.bytes, limit)
+		}
+	}
+	if n := len(f.cache.m); n < 40 || n > 100 {
+		t.Errorf("%d answers of about 900 bytes kept in %d bytes", n, limit)
+	}
+	sum := 0
+	for _, e := range f.cache.m {
+		sum += e.cost
+	}
+	if sum != f.cache.bytes {
+		t.Errorf("entries cost %d, cache counts %d", sum, f.cache.bytes)
+	}
+	f.Forward(context.Background(), query("huge.example.test.", dns.TypeTXT, 1))
+	if f.Cached(query("huge.example.test.", dns.TypeTXT, 2)) != nil {
+		t.Error("an answer of 21 KB kept in a cache of 128 KiB")
+	}
+}
+
+// An upstream that timed out is asked after the others until failedFor
+// has passed: a dead first upstream does not cost every question its
+// timeout.
+func TestForwardAsksAFailedUpstreamLast(t *testing.T) {
+	dead := startUpstream(t, func(*dns.Msg, string) *dns.Msg { return nil })
+	good := startUpstream(t, answerA)
+	now := time.Unix(1e9, 0)
+	f := newForwarder(t, Config{Upstreams: []netip.AddrPort{dead.addr, good.addr}, Timeout: 200 * time.Millisecond})
+	f.now = func() time.Time { return now }
+	for i := range 5 {
+		if r := f.Forward(context.Background(), query(fmt.Sprintf("q%d.example.test.", i), dns.TypeA, 1)); r.Rcode != dns.RcodeSuccess {
+			t.Fatalf("question %d: %v", i, r)
+		}
+	}
+	if got, _ := dead.asked(); len(got) != 1 {
+		t.Errorf("the dead upstream was asked %d times in 5 questions, want once", len(got))
+	}
+	now = now.Add(failedFor)
+	f.Forward(context.Background(), query("later.example.test.", dns.TypeA, 1))
+	if got, _ := dead.asked(); len(got) != 2 {
+		t.Errorf("after %v the dead upstream was asked %d times in all, want it asked first again", failedFor, len(got))
+	}
+}
+
+// A truncated answer from an upstream that cannot be reached over TCP is
+// passed on, TC set, not turned into SERVFAIL, and not cached.
+func TestForwardTruncatedWithoutTCP(t *testing.T) {
+	up := startUpstream(t, func(req *dns.Msg, network string) *dns.Msg {
+		if network == "tcp" {
+			return nil
+		}
+		m := answerA(req, network)
+		m.Truncated = true
+		return m
+	})
+	f := newForwarder(t, Config{Upstreams: []netip.AddrPort{up.addr}, Timeout: 200 * time.Millisecond, CacheSize: 10, MaxTTL: 30})
+	r := f.Forward(context.Background(), query("big.example.test.", dns.TypeA, 1))
+	if r.Rcode != dns.RcodeSuccess || !r.Truncated || len(r.Answer) != 1 {
+		t.Fatalf("answer %v; want the truncated one, TC set", r)
+	}
+	if f.Cached(query("big.example.test.", dns.TypeA, 2)) != nil {
+		t.Error("a truncated answer was cached")
+	}
+}

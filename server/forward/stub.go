@@ -162,7 +162,7 @@ func (s *Stubs) Forward(ctx context.Context, req *dns.Msg, servers []netip.AddrP
 	for i := range servers {
 		order[i] = servers[(int(up.Id)+i)%len(servers)].String()
 	}
-	m, result := s.ask(ctx, up, order)
+	m, result := s.ask(ctx, up, order, nil)
 	s.results.WithLabelValues(result).Inc()
 	if m == nil {
 		return reply(req, new(dns.Msg).SetRcode(req, dns.RcodeServerFailure))
