@@ -730,3 +730,82 @@ func TestCacheConcurrentFlood(t *testing.T) {
 		t.Errorf("%d bytes accounted, entries hold %d; bound %d plus a response per racing reader", got, sum, 16<<10)
 	}
 }
+
+// The cluster holds the PTR records of its own addresses only: with
+// forwarding on, a reverse question it has no name for (dig -x of a public
+// address) goes upstream for a client that may forward, as CoreDNS's
+// default Corefile falls through in-addr.arpa and ip6.arpa; its own
+// addresses are still answered from the zone, and a client that may not
+// forward gets the zone's NXDOMAIN, also after one that may.
+func TestReverseFallsThroughToForwarding(t *testing.T) {
+	ask := func(srv *Server, from string, rd bool, name string) *dns.Msg {
+		t.Helper()
+		w := &worker{s: srv, tcp: true, from: netip.MustParseAddrPort(from)}
+		q := new(dns.Msg).SetQuestion(name, dns.TypePTR)
+		q.RecursionDesired = rd
+		b, _ := q.Pack()
+		var m dns.Msg
+		if err := m.Unpack(w.handle(b)); err != nil {
+			t.Fatal(err)
+		}
+		return &m
+	}
+	ours := func(what string, m *dns.Msg) {
+		t.Helper()
+		if m.Rcode != dns.RcodeNameError || !m.Authoritative {
+			t.Errorf("%s: %v; want the zone's NXDOMAIN", what, m)
+		}
+	}
+	off := newServer(t, testSnapshot(t, 0))
+	ours("forwarding off", ask(off, "10.1.2.3:5300", true, "8.8.8.8.in-addr.arpa."))
+
+	up, asked := testdns.Upstream(t)
+	on := newServer(t, testSnapshot(t, 0))
+	withForwarding(t, on, up, "10.0.0.0/8")
+	ours("client outside forward-allow", ask(on, "192.0.2.1:5300", true, "8.8.8.8.in-addr.arpa."))
+	if m := ask(on, "10.1.2.3:5300", true, "8.8.8.8.in-addr.arpa."); m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 || asked.Load() != 1 {
+		t.Errorf("allowed client: %v, upstream asked %d times; want the upstream's answer", m, asked.Load())
+	}
+	ours("client outside forward-allow after an allowed one", ask(on, "192.0.2.1:5300", true, "8.8.8.8.in-addr.arpa."))
+	ours("allowed client without RD", ask(on, "10.1.2.3:5300", false, "8.8.8.8.in-addr.arpa."))
+	m := ask(on, "10.1.2.3:5300", true, "1.0.96.10.in-addr.arpa.")
+	if len(m.Answer) != 1 || m.Answer[0].(*dns.PTR).Ptr != "kubernetes.default.svc.cluster.local." || !m.Authoritative {
+		t.Errorf("the cluster's own address: %v; want its PTR from the zone", m)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the upstream was asked %d times; want once", n)
+	}
+}
+
+// An answer in the forwarding cache needs no slot to wait for an
+// upstream in: with every slot taken (a flood of questions to a dead
+// upstream), it still answers over UDP, where it got SERVFAIL.
+func TestForwardCacheNeedsNoSlot(t *testing.T) {
+	up, asked := testdns.Upstream(t)
+	srv := newServer(t, testSnapshot(t, 0))
+	f, err := forward.New(forward.Config{Upstreams: []netip.AddrPort{up}, Timeout: time.Second, CacheSize: 100, MaxTTL: 30,
+		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Listen: "127.0.0.1:1"}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetForwarder(f)
+	q := new(dns.Msg).SetQuestion("www.example.org.", dns.TypeA)
+	b, _ := q.Pack()
+	from := netip.MustParseAddrPort("127.0.0.1:5300")
+	var m dns.Msg
+	if err := m.Unpack((&worker{s: srv, tcp: true, from: from}).handle(b)); err != nil || len(m.Answer) != 1 {
+		t.Fatalf("over TCP: %v %v", &m, err)
+	}
+	for range cap(srv.slots) {
+		srv.slots <- struct{}{}
+	}
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	out := (&worker{s: srv, from: from, pc: pc}).handle(b)
+	if out == nil || m.Unpack(out) != nil || m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 || asked.Load() != 1 {
+		t.Errorf("over UDP, every slot taken: %v; want the cached answer, the upstream asked once (%d)", &m, asked.Load())
+	}
+}

@@ -570,6 +570,7 @@ func (w *worker) respond(b []byte) []byte {
 	// TTL and reach clients the allow list turns away. Nor does a chased
 	// one, an answer of ours holding records from outside (personal).
 	var ask func() *dns.Msg
+	var cached *dns.Msg // the forwarding cache's answer: no upstream to wait for
 	chased := false
 	servers, under := s.stubbed(sn, req, m, w.from.Addr())
 	switch {
@@ -577,6 +578,7 @@ func (w *worker) respond(b []byte) []byte {
 		ask = func() *dns.Msg { return s.stubs.Forward(context.Background(), req, servers) }
 	case !under && s.forwards(sn, req, m, w.from.Addr()):
 		ask = func() *dns.Msg { return s.fwd.Forward(context.Background(), req) }
+		cached = s.fwd.Cached(req)
 	case !under && client.Outside != nil && len(client.Outside.Asked) > 0:
 		ask = s.chase(sn, req, client, rot)
 		chased = ask != nil
@@ -584,6 +586,10 @@ func (w *worker) respond(b []byte) []byte {
 	forwarded := ask != nil && !chased
 	if ask != nil {
 		switch {
+		case cached != nil:
+			// No slot: a flood to a dead upstream that takes every one
+			// must not turn away what the cache holds.
+			m = cached
 		case w.pc == nil:
 			m = ask()
 		case s.forwardUDP(w.pc, w.from, sn, req, len(b), size, start, forwarded, ask):
@@ -604,7 +610,7 @@ func (w *worker) respond(b []byte) []byte {
 	w.out = out
 	counter := s.cell(sn, req, m, forwarded)
 	w.count(start, counter)
-	if c != nil && ask == nil && !personal && !under && s.cacheable(m) && (e == nil || e.orders()[order].Load() == nil) {
+	if c != nil && ask == nil && !personal && !under && s.cacheable(sn, m) && (e == nil || e.orders()[order].Load() == nil) {
 		// A fresh entry, also when e exists: an eviction may have taken
 		// it from the cache since it was found.
 		rotated := rotates
@@ -673,10 +679,10 @@ func (w *worker) oversized(hdr []byte, size int) []byte {
 }
 
 // cacheable is false for answers that differ by who asks and how:
-// refusals once forwarding is on depend on the client and RD, neither of
-// them in the cache key.
-func (s *Server) cacheable(m *dns.Msg) bool {
-	return s.fwd == nil || m.Rcode != dns.RcodeRefused
+// refusals, and a reverse zone's NXDOMAIN, once forwarding is on depend on
+// the client and RD, neither of them in the cache key.
+func (s *Server) cacheable(sn *snap.Snapshot, m *dns.Msg) bool {
+	return s.fwd == nil || m.Rcode != dns.RcodeRefused && !fallsThrough(sn, m)
 }
 
 // rotates reports whether m holds an RRset of more than one record that

@@ -174,17 +174,39 @@ func (s *Server) stubbed(sn *snap.Snapshot, req, m *dns.Msg, client netip.Addr) 
 }
 
 // forwards reports whether m, the engine's answer to req from client, is
-// a refusal that forwarding replaces. Zone transfers and other classes
-// stay refused: they are questions about a server, not about a name.
+// one that forwarding replaces: a refusal of a name in no zone, or a name
+// a reverse zone does not hold (fallsThrough). Zone transfers and other
+// classes stay as they are: they are questions about a server, not about
+// a name.
 func (s *Server) forwards(sn *snap.Snapshot, req, m *dns.Msg, client netip.Addr) bool {
-	if s.fwd == nil || m.Rcode != dns.RcodeRefused || !req.RecursionDesired || sn == nil || len(req.Question) != 1 {
+	if s.fwd == nil || !req.RecursionDesired || sn == nil || len(req.Question) != 1 {
 		return false
 	}
 	q := req.Question[0]
 	if q.Qclass != dns.ClassINET || q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR {
 		return false
 	}
-	return sn.Zone(strings.ToLower(strings.TrimSuffix(q.Name, "."))) == nil && s.fwd.Allows(client)
+	switch {
+	case m.Rcode == dns.RcodeRefused:
+		return sn.Zone(strings.ToLower(strings.TrimSuffix(q.Name, "."))) == nil && s.fwd.Allows(client)
+	case fallsThrough(sn, m):
+		return s.fwd.Allows(client)
+	}
+	return false
+}
+
+// fallsThrough reports whether m is NXDOMAIN from a reverse zone: the
+// cluster holds the PTR records of its own addresses only, and with
+// forwarding on, a question for any other address (dig -x of a public
+// one, a server logging its clients' names) goes upstream, as CoreDNS's
+// kubernetes plugin falls through in-addr.arpa and ip6.arpa to forward in
+// the default Corefile.
+func fallsThrough(sn *snap.Snapshot, m *dns.Msg) bool {
+	if sn == nil || m.Rcode != dns.RcodeNameError || len(m.Question) != 1 {
+		return false
+	}
+	z := sn.Zone(strings.ToLower(strings.TrimSuffix(m.Question[0].Name, ".")))
+	return z != nil && z.Reverse && !z.SkyDNS
 }
 
 // pack packs m into buf within size octets. whole is false when Fit had
