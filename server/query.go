@@ -48,8 +48,12 @@ const (
 	// Query i of a worker gets order i mod rotations, each starting at a
 	// record rotStride apart, so the first record still spreads over large
 	// RRsets and cycles exactly through small ones.
+	// A prime below 2^32/rotations: order x rotStride never wraps a
+	// uint32, so the first record, (order x rotStride) mod n, takes
+	// min(n, rotations) places. Near 2^32/phi it wrapped from order 2 on,
+	// and of 5 records one never came first, of 7 three.
 	rotations = 8
-	rotStride = 2654435761 // a prime near 2^32/phi
+	rotStride = 331804423
 )
 
 // cacheBounds returns the cache's bounds, entries and bytes, under the

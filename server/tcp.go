@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,6 +37,12 @@ type tcpServer struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	// turns starts each connection's rotation where the last one's did
+	// not: a client that opens a connection a question (one that asks
+	// again over TCP after a truncated answer: a large RRset) would
+	// otherwise get the same record first every time.
+	turns atomic.Uint32
 }
 
 func (t *tcpServer) serve() error {
@@ -105,7 +112,7 @@ func (t *tcpServer) shutdown() {
 func (t *tcpServer) conn(c net.Conn) {
 	defer t.untrack(c)
 	defer c.Close()
-	w := &worker{s: t.s, tcp: true, in: make([]byte, 512), out: make([]byte, 0, 512)}
+	w := &worker{s: t.s, tcp: true, in: make([]byte, 512), out: make([]byte, 0, 512), turn: t.turns.Add(1)}
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		w.from = a.AddrPort()
 	}

@@ -320,27 +320,52 @@ func TestMixedCaseFromCache(t *testing.T) {
 	}
 }
 
-// Cached answers still rotate: successive queries for four records start
-// at each of them in turn.
+// Cached answers still rotate: successive queries for n records start at
+// each of them in turn (at rotations of them, for more), evenly where n
+// divides rotations.
 func TestCachedRotation(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 5, 7, 8, 11} {
+		srv := newServer(t, testSnapshot(t, n))
+		w := &worker{s: srv}
+		q := pack(t, 1, "big.default.svc.cluster.local.", dns.TypeA)
+		firsts := map[string]int{}
+		for range 2 * rotations {
+			var m dns.Msg
+			if err := m.Unpack(w.handle(q)); err != nil || len(m.Answer) != n {
+				t.Fatalf("%v %v", &m, err)
+			}
+			firsts[m.Answer[0].(*dns.A).A.String()]++
+		}
+		if len(firsts) != min(n, rotations) {
+			t.Errorf("%d records: first records over %d queries %v, want %d of them in turn", n, 2*rotations, firsts, min(n, rotations))
+		}
+		for a, k := range firsts {
+			if rotations%n == 0 && k != 2*rotations/n {
+				t.Errorf("%d records: first records %v, want an even spread (%s)", n, firsts, a)
+			}
+		}
+	}
+}
+
+// A client that asks again over TCP after a truncated answer opens a
+// connection for the one question: successive connections still rotate.
+func TestTCPConnectionsRotate(t *testing.T) {
 	srv := newServer(t, testSnapshot(t, 4))
-	w := &worker{s: srv}
-	q := pack(t, 1, "big.default.svc.cluster.local.", dns.TypeA)
+	l, stop, done := start(t, srv, "127.0.0.1:0")
+	defer func() {
+		stop()
+		<-done
+	}()
 	firsts := map[string]int{}
-	for range 2 * rotations {
-		var m dns.Msg
-		if err := m.Unpack(w.handle(q)); err != nil || len(m.Answer) != 4 {
-			t.Fatalf("%v %v", &m, err)
+	for range 16 {
+		m, _, err := (&dns.Client{Net: "tcp", Timeout: 2 * time.Second}).Exchange(new(dns.Msg).SetQuestion("big.default.svc.cluster.local.", dns.TypeA), l.Addr)
+		if err != nil || len(m.Answer) != 4 {
+			t.Fatalf("%v %v", m, err)
 		}
 		firsts[m.Answer[0].(*dns.A).A.String()]++
 	}
 	if len(firsts) != 4 {
-		t.Fatalf("first records over %d queries: %v, want each of the 4 in turn", 2*rotations, firsts)
-	}
-	for a, k := range firsts {
-		if k != 2*rotations/4 {
-			t.Fatalf("first records: %v, want an even spread (%s)", firsts, a)
-		}
+		t.Errorf("first records over 16 connections of one question: %v, want each of the 4", firsts)
 	}
 }
 
