@@ -103,7 +103,9 @@ func TestFailoverMovesPastAFrozenEndpoint(t *testing.T) {
 	f, log, moves := failover(a.Client, b.Client, c.Client)
 	a.Lost.Store(true)
 	b.Hung.Store(true)
-	const timeout = 300 * time.Millisecond
+	// Long enough for a loaded CI machine (at 300 ms the retry once ran out
+	// of it there), short against the frozen endpoint's forever.
+	const timeout = time.Second
 	if err := put(context.Background(), f, timeout, "/k"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a put whose proposal was lost: %v, want a deadline exceeded", err)
 	}
