@@ -51,7 +51,7 @@ func TestForwardSettings(t *testing.T) {
 	d := c.Dnsd
 	allow, err := d.ParsedForwardAllow()
 	if d.Forward || len(d.Upstreams) != 0 || d.ForwardTimeout != 2*time.Second || d.ForwardCache != 10000 || d.ForwardMaxTTL != 30 ||
-		err != nil || len(allow) != 6 || allow[1].String() != "::1/128" {
+		err != nil || len(allow) != 7 || allow[1].String() != "::1/128" || allow[5].String() != "100.64.0.0/10" {
 		t.Errorf("forwarding defaults: %+v, allow %v, %v", d, allow, err)
 	}
 	c, err = load(t, []string{"--dnsd.forward", "--dnsd.upstreams", "10.0.0.1,[fd00::1]:5353"}, all()...)
@@ -89,7 +89,7 @@ func TestFederationSettings(t *testing.T) {
 	}
 	inside, err := c.Dnsd.ParsedInternalClients()
 	if c.Publisher.Federation != "" || c.Publisher.FederationPrefix != "/skydns" || c.Cluster.FederationDomain != "federation" ||
-		c.Dnsd.SourceClusterOption != 65002 || err != nil || len(inside) != 6 || inside[0].String() != "127.0.0.0/8" {
+		c.Dnsd.SourceClusterOption != 65002 || err != nil || len(inside) != 7 || inside[0].String() != "127.0.0.0/8" {
 		t.Errorf("federation defaults: publisher %+v, domain %q, option %d, inside %v, %v",
 			c.Publisher, c.Cluster.FederationDomain, c.Dnsd.SourceClusterOption, inside, err)
 	}
