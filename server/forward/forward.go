@@ -39,10 +39,12 @@ type Forwarder struct {
 	cache     *cache // nil: off
 	now       func() time.Time
 
-	// failed holds when each upstream last failed (timed out, refused,
-	// SERVFAIL), by index: one that failed within failedFor is asked after
-	// the others, so that a dead first upstream does not cost every
+	// failed holds when each upstream last failed (no answer in time, or
+	// no connection), by index: one that failed within failedFor is asked
+	// after the others, so that a dead first upstream does not cost every
 	// question its whole timeout, and holds no forwarding slot that long.
+	// Once failedFor has passed, one question tries it first again; the
+	// others keep it last until that one's answer (or failure) is in.
 	mu     sync.Mutex
 	failed []time.Time
 
@@ -83,7 +85,12 @@ func New(c Config, reg prometheus.Registerer) (*Forwarder, error) {
 		if self(u) {
 			return nil, fmt.Errorf("upstream %s is dnsd's own address %s: forwarding to it would loop", u, c.Listen)
 		}
-		f.upstreams = append(f.upstreams, u.String())
+		// Once each (resolv.conf may list one twice): asked twice in a
+		// row it would cost a dead one's timeout twice, and its failure
+		// is known by its address.
+		if !slices.Contains(f.upstreams, u.String()) {
+			f.upstreams = append(f.upstreams, u.String())
+		}
 	}
 	f.failed = make([]time.Time, len(f.upstreams))
 	if c.CacheSize > 0 {
@@ -178,7 +185,8 @@ func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
 
 // order returns the upstreams to ask: in their order, but those that
 // failed within failedFor after the others, the one that failed last
-// last.
+// last. One whose failedFor has just passed is this question's to try
+// again, and stays last for the others meanwhile.
 func (f *Forwarder) order() []string {
 	now := f.now()
 	f.mu.Lock()
@@ -186,9 +194,13 @@ func (f *Forwarder) order() []string {
 	var ok []string
 	var bad []int
 	for i, u := range f.upstreams {
-		if now.Sub(f.failed[i]) < failedFor {
+		switch {
+		case f.failed[i].IsZero():
+			ok = append(ok, u)
+		case now.Sub(f.failed[i]) < failedFor:
 			bad = append(bad, i)
-		} else {
+		default:
+			f.failed[i] = now // on trial: failed still, for every other question
 			ok = append(ok, u)
 		}
 	}
@@ -235,6 +247,11 @@ func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string, not
 			break
 		}
 		r, err := x.exchange(ctx, up, u)
+		if note != nil {
+			// A SERVFAIL is an answer: the upstream is there, it failed
+			// this name (the next one is asked for it), not every name.
+			note(u, err == nil)
+		}
 		switch {
 		case err != nil:
 			result = "error"
@@ -245,13 +262,7 @@ func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string, not
 		case r.Rcode == dns.RcodeServerFailure:
 			result = "servfail"
 		default:
-			if note != nil {
-				note(u, true)
-			}
 			return r, "ok"
-		}
-		if note != nil {
-			note(u, false)
 		}
 	}
 	return nil, result

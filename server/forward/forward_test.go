@@ -381,25 +381,53 @@ func TestForwardCacheBytes(t *testing.T) {
 
 // An upstream that timed out is asked after the others until failedFor
 // has passed: a dead first upstream does not cost every question its
-// timeout.
+// timeout. Listed twice, it is asked once; once failedFor has passed, one
+// question tries it first again, not every question then in flight. A
+// SERVFAIL for one name is an answer: the upstream stays first.
 func TestForwardAsksAFailedUpstreamLast(t *testing.T) {
 	dead := startUpstream(t, func(*dns.Msg, string) *dns.Msg { return nil })
 	good := startUpstream(t, answerA)
+	var mu sync.Mutex
 	now := time.Unix(1e9, 0)
-	f := newForwarder(t, Config{Upstreams: []netip.AddrPort{dead.addr, good.addr}, Timeout: 200 * time.Millisecond})
-	f.now = func() time.Time { return now }
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	f := newForwarder(t, Config{Upstreams: []netip.AddrPort{dead.addr, dead.addr, good.addr}, Timeout: 200 * time.Millisecond})
+	f.now = clock
 	for i := range 5 {
 		if r := f.Forward(context.Background(), query(fmt.Sprintf("q%d.example.test.", i), dns.TypeA, 1)); r.Rcode != dns.RcodeSuccess {
 			t.Fatalf("question %d: %v", i, r)
 		}
 	}
 	if got, _ := dead.asked(); len(got) != 1 {
-		t.Errorf("the dead upstream was asked %d times in 5 questions, want once", len(got))
+		t.Errorf("the dead upstream, listed twice, was asked %d times in 5 questions, want once", len(got))
 	}
+	mu.Lock()
 	now = now.Add(failedFor)
-	f.Forward(context.Background(), query("later.example.test.", dns.TypeA, 1))
+	mu.Unlock()
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() { f.Forward(context.Background(), query(fmt.Sprintf("later%d.example.test.", i), dns.TypeA, 1)) })
+	}
+	wg.Wait()
 	if got, _ := dead.asked(); len(got) != 2 {
-		t.Errorf("after %v the dead upstream was asked %d times in all, want it asked first again", failedFor, len(got))
+		t.Errorf("after %v, 10 questions at once asked the dead upstream %d times in all, want it tried once more", failedFor, len(got))
+	}
+
+	picky := startUpstream(t, func(req *dns.Msg, network string) *dns.Msg {
+		if strings.HasPrefix(req.Question[0].Name, "broken.") {
+			return new(dns.Msg).SetRcode(req, dns.RcodeServerFailure)
+		}
+		return answerA(req, network)
+	})
+	other := startUpstream(t, answerA)
+	g := newForwarder(t, Config{Upstreams: []netip.AddrPort{picky.addr, other.addr}, Timeout: 200 * time.Millisecond})
+	g.Forward(context.Background(), query("broken.example.test.", dns.TypeA, 1))
+	g.Forward(context.Background(), query("fine.example.test.", dns.TypeA, 1))
+	if got, _ := other.asked(); len(got) != 1 {
+		t.Errorf("after a SERVFAIL for one name the second upstream was asked %d times, want once (for that name)", len(got))
 	}
 }
 

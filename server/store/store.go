@@ -954,6 +954,7 @@ type held struct {
 	batches []*snap.Batch
 }
 
+// reverseLast sorts the reverse zones after the others.
 func reverseLast(c snap.Config) int {
 	if keys.IsReverseZone(c.Name) {
 		return 1
