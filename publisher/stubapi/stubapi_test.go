@@ -62,6 +62,24 @@ type endpoint struct {
 	term           atomic.Pointer[elect.Term]
 }
 
+// lead makes the endpoint's publisher the leader of cluster c1's election
+// and returns its term.
+func (ep *endpoint) lead(t *testing.T) *elect.Term {
+	t.Helper()
+	sess, err := concurrency.NewSession(ep.cli, concurrency.WithTTL(60))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	e := concurrency.NewElection(sess, elect.Key("c1"))
+	if err := e.Campaign(context.Background(), "publisher-0"); err != nil {
+		t.Fatal(err)
+	}
+	term := elect.NewTerm(e.Key(), e.Rev(), sess.Lease(), "publisher-0")
+	ep.term.Store(term)
+	return term
+}
+
 // start serves the endpoint; its writes go through icpt when given.
 func start(t *testing.T, icpt ...grpc.UnaryClientInterceptor) *endpoint {
 	t.Helper()
@@ -290,17 +308,7 @@ func TestUnansweredWriteMovesTheFence(t *testing.T) {
 		return len(txn.Success) > 0 && txn.Success[0].GetRequestTxn() != nil
 	})
 	ep := start(t, h.Intercept)
-	sess, err := concurrency.NewSession(ep.cli, concurrency.WithTTL(60))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	e := concurrency.NewElection(sess, elect.Key("c1"))
-	if err := e.Campaign(context.Background(), "publisher-0"); err != nil {
-		t.Fatal(err)
-	}
-	term := elect.NewTerm(e.Key(), e.Rev(), sess.Lease(), "publisher-0")
-	ep.term.Store(term)
+	term := ep.lead(t)
 	ep.leading.Store(true)
 
 	before := term.Epoch()
@@ -444,17 +452,7 @@ func TestNeedsRoomForAFederationsChange(t *testing.T) {
 // answered 503 "leadership lost" while the term went on.
 func TestLostAdvanceIsNoLostLeadership(t *testing.T) {
 	ep := start(t)
-	sess, err := concurrency.NewSession(ep.cli, concurrency.WithTTL(60))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	e := concurrency.NewElection(sess, elect.Key("c1"))
-	if err := e.Campaign(context.Background(), "publisher-0"); err != nil {
-		t.Fatal(err)
-	}
-	term := elect.NewTerm(e.Key(), e.Rev(), sess.Lease(), "publisher-0")
-	ep.term.Store(term)
+	term := ep.lead(t)
 	lost := testetcd.Intercepted(t, ep.cli, func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoke grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if err := invoke(ctx, method, req, reply, cc, opts...); err != nil {
 			return err
