@@ -1,7 +1,6 @@
 package etcdclient
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -22,15 +21,7 @@ func pair(t *testing.T, coalesce time.Duration) (*watchConn, net.Conn) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	c, err := watchDialer(3*time.Second, coalesce, nil)(context.Background(), ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(); s.Close() })
+	c, s := dialed(t, ln, coalesce, nil)
 	w := c.(*watchConn)
 	if w.rc == nil {
 		t.Fatal("no raw reads on Linux")

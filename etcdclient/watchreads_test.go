@@ -33,7 +33,7 @@ func TestWatchReadsCountWhatTheyRead(t *testing.T) {
 	var conns WatchConns
 	sent := map[int]string{0: strings.Repeat("a", 1000), 1: strings.Repeat("b", 70000)}
 	for i := range 2 {
-		c, s := counted(t, ln, &conns)
+		c, s := dialed(t, ln, 0, &conns)
 		const req = "a request, not counted"
 		go func() {
 			io.ReadFull(s, make([]byte, len(req)))
@@ -64,7 +64,7 @@ func TestWatchConnsReset(t *testing.T) {
 	var conns WatchConns
 	var clients, servers []net.Conn
 	for range 3 {
-		c, s := counted(t, ln, &conns)
+		c, s := dialed(t, ln, 0, &conns)
 		clients, servers = append(clients, c), append(servers, s)
 	}
 	clients[0].Close()
@@ -83,11 +83,12 @@ func TestWatchConnsReset(t *testing.T) {
 	}
 }
 
-// counted dials ln as WatchReads does, into conns, and returns the
-// connection and the listener's end of it, both closed when the test ends.
-func counted(t *testing.T, ln net.Listener, conns *WatchConns) (net.Conn, net.Conn) {
+// dialed dials ln as WatchReads does (coalescing reads for coalesce, into
+// conns if set), and returns the connection and the listener's end of it,
+// both closed when the test ends.
+func dialed(t *testing.T, ln net.Listener, coalesce time.Duration, conns *WatchConns) (net.Conn, net.Conn) {
 	t.Helper()
-	c, err := watchDialer(3*time.Second, 0, conns)(context.Background(), ln.Addr().String())
+	c, err := watchDialer(3*time.Second, coalesce, conns)(context.Background(), ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
