@@ -789,7 +789,7 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 	s.skippedNow = map[string]bool{}
 	defer func() { s.skippedNow = nil }()
 	out := make([]*snap.Zone, len(s.zones)) // in the configuration's order, as a snapshot built from it is
-	h := &held{}
+	h := &heldNames{}
 	// Reverse zones last, so that their PTRs find the names they point at.
 	order := make([]int, len(s.zones))
 	for i := range order {
@@ -946,14 +946,6 @@ func (s *Store) fetch(ctx context.Context, key, end string, rev int64, pages cha
 // page that took long. Any other has the request timeout.
 const maxPageTimeout = time.Minute
 
-// held finds the names nodes have already, for snap.ParseHeld: in the
-// zones of a load or a change, each as the batch editing it (batches[i],
-// where not nil) has it so far.
-type held struct {
-	zones   []*snap.Zone
-	batches []*snap.Batch
-}
-
 // reverseLast sorts the reverse zones after the others.
 func reverseLast(c snap.Config) int {
 	if keys.IsReverseZone(c.Name) {
@@ -962,7 +954,15 @@ func reverseLast(c snap.Config) int {
 	return 0
 }
 
-func (h *held) name(name string) string {
+// heldNames finds the names nodes have already, for snap.ParseHeld: in
+// the zones of a load or a change, each as the batch editing it
+// (batches[i], where not nil) has it so far.
+type heldNames struct {
+	zones   []*snap.Zone
+	batches []*snap.Batch
+}
+
+func (h *heldNames) name(name string) string {
 	for i, z := range h.zones {
 		if !keys.IsSubdomain(name, z.Name) {
 			continue
@@ -1706,7 +1706,7 @@ func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Sn
 	next = &snap.Snapshot{Rev: cur.Rev, Zones: slices.Clone(cur.Zones)}
 	batches := make([]*snap.Batch, len(next.Zones))
 	serials := make([]int64, len(next.Zones))
-	h := &held{zones: cur.Zones, batches: batches}
+	h := &heldNames{zones: cur.Zones, batches: batches}
 	for _, ev := range events {
 		key := view(ev.Kv.Key)
 		next.Rev = max(next.Rev, ev.Kv.ModRevision)
