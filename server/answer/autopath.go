@@ -175,16 +175,19 @@ func (r *resolver) parseSuffix(name string) (base, zone, ns string, ent bool) {
 		if !ok {
 			continue
 		}
+		// A name that is no search in this zone may be one in a zone
+		// around it (a.example.com inside example.com: NAME.search.a is
+		// namespace a's search of example.com).
 		i := strings.LastIndexByte(head, '.')
 		if ns = head[i+1:]; !keys.IsLabel(ns) {
-			return "", "", "", false
+			continue
 		}
 		if i < 0 || head[:i] == "search" {
 			return "", "", "", true
 		}
 		base, ok = strings.CutSuffix(head[:i], ".search")
 		if !ok {
-			return "", "", "", false
+			continue
 		}
 		return base, z.Name, ns, false
 	}

@@ -320,3 +320,24 @@ func BenchmarkAutopath(b *testing.B) {
 		})
 	}
 }
+
+// A search name that is none in the most specific zone it ends in may be
+// one in a zone around it: with a.example.com served inside example.com,
+// NAME.search.a.example.com is namespace a's search of example.com.
+func TestSuffixSearchInNestedZones(t *testing.T) {
+	r := resolver{s: &snap.Snapshot{Zones: []*snap.Zone{
+		{Config: snap.Config{Name: "a.example.com"}},
+		{Config: snap.Config{Name: "example.com"}},
+	}}}
+	for name, want := range map[string][3]string{
+		"web.search.a.example.com.ap.k8s.io":        {"web", "example.com", "a"},
+		"web.search.b.example.com.ap.k8s.io":        {"web", "example.com", "b"},
+		"web.search.ns.a.example.com.ap.k8s.io":     {"web", "a.example.com", "ns"},
+		"api.web.search.ns.a.example.com.ap.k8s.io": {"api.web", "a.example.com", "ns"},
+	} {
+		base, zone, ns, ent := r.parseSuffix(name)
+		if got := [3]string{base, zone, ns}; got != want || ent {
+			t.Errorf("%s: base %q zone %q namespace %q (empty non-terminal %v), want %q", name, base, zone, ns, ent, want)
+		}
+	}
+}
