@@ -4,7 +4,6 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -244,7 +243,7 @@ func zoneLabel(sn *snap.Snapshot, req *dns.Msg) string {
 	if req == nil || len(req.Question) != 1 {
 		return "."
 	}
-	if z := sn.Zone(strings.ToLower(strings.TrimSuffix(req.Question[0].Name, "."))); z != nil {
+	if z := zoneOf(sn, req.Question[0].Name); z != nil {
 		return z.Name + "."
 	}
 	return "."

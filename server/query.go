@@ -46,12 +46,11 @@ const (
 
 	// rotations is how many orders of a multi-record answer are cached.
 	// Query i of a worker gets order i mod rotations, each starting at a
-	// record rotStride apart, so the first record still spreads over large
-	// RRsets and cycles exactly through small ones.
-	// A prime below 2^32/rotations: order x rotStride never wraps a
-	// uint32, so the first record, (order x rotStride) mod n, takes
-	// min(n, rotations) places. Near 2^32/phi it wrapped from order 2 on,
-	// and of 5 records one never came first, of 7 three.
+	// record rotStride apart, so the first record, (order x rotStride) mod
+	// n, cycles through a small RRset and takes rotations places in a
+	// large one. rotStride is a prime below 2^32/rotations, so the product
+	// never wraps a uint32: a prime near 2^32/phi did from order 2 on, and
+	// of 5 records one never came first, of 7 three.
 	rotations = 8
 	rotStride = 331804423
 )

@@ -188,11 +188,16 @@ func (s *Server) forwards(sn *snap.Snapshot, req, m *dns.Msg, client netip.Addr)
 	}
 	switch {
 	case m.Rcode == dns.RcodeRefused:
-		return sn.Zone(strings.ToLower(strings.TrimSuffix(q.Name, "."))) == nil && s.fwd.Allows(client)
+		return zoneOf(sn, q.Name) == nil && s.fwd.Allows(client)
 	case fallsThrough(sn, m):
 		return s.fwd.Allows(client)
 	}
 	return false
+}
+
+// zoneOf is the zone of sn a question's name is in, or nil.
+func zoneOf(sn *snap.Snapshot, name string) *snap.Zone {
+	return sn.Zone(strings.ToLower(strings.TrimSuffix(name, ".")))
 }
 
 // fallsThrough reports whether m is NXDOMAIN from a reverse zone: the
@@ -205,7 +210,7 @@ func fallsThrough(sn *snap.Snapshot, m *dns.Msg) bool {
 	if sn == nil || m.Rcode != dns.RcodeNameError || len(m.Question) != 1 {
 		return false
 	}
-	z := sn.Zone(strings.ToLower(strings.TrimSuffix(m.Question[0].Name, ".")))
+	z := zoneOf(sn, m.Question[0].Name)
 	return z != nil && z.Reverse && !z.SkyDNS
 }
 

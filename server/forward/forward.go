@@ -151,15 +151,14 @@ func (f *Forwarder) Cached(req *dns.Msg) *dns.Msg {
 // cache or the first upstream that gives one, or SERVFAIL when none does.
 // The answer carries req's id, RD and CD bits and question as spelled.
 func (f *Forwarder) Forward(ctx context.Context, req *dns.Msg) *dns.Msg {
-	q := req.Question[0]
-	k := cacheKey(req)
+	if m := f.Cached(req); m != nil {
+		return m
+	}
 	if f.cache != nil {
-		if m := f.cache.get(k, f.now()); m != nil {
-			f.hits.Inc()
-			return reply(req, m)
-		}
 		f.misses.Inc()
 	}
+	q := req.Question[0]
+	k := cacheKey(req)
 
 	// A fresh id per query, and only what the client asked: its EDNS
 	// options (cookies, client subnet) are for dnsd, not for upstreams.
