@@ -39,6 +39,18 @@ type Value struct {
 	Source string `json:"source,omitempty"`
 }
 
+// ImportSourcePrefix begins the Source of the records a cluster makes of
+// its own MCS ServiceImport: its clusterset IPs (spec 001 lets each
+// cluster have its own).
+const ImportSourcePrefix = "serviceimport/"
+
+// PerCluster reports whether the value is one cluster's own answer for
+// its name, not a share of the clusterset's: a reader that knows its
+// cluster serves only that cluster's such values where there are any, as
+// another cluster's clusterset IP routes nowhere there (or to a different
+// service in the same range). CoreDNS's etcd plugin serves them all.
+func (v Value) PerCluster() bool { return strings.HasPrefix(v.Source, ImportSourcePrefix) }
+
 // maxValue bounds what Decode accepts. etcd's default request limit is
 // 1.5 MiB; a DNS record that large is a mistake, not data.
 const maxValue = 64 << 10

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
@@ -127,8 +128,19 @@ func (w *world) Pod(ns, name string) (*corev1.Pod, bool) {
 }
 
 func (w *world) Exported(ns, name string) bool {
-	_, ok := w.exports[ns+"/"+name]
-	return ok
+	e, ok := w.exports[ns+"/"+name]
+	return ok && !meta.IsStatusConditionFalse(e.Status.Conditions, string(mcsv1alpha1.ServiceExportValid))
+}
+
+func (w *world) HasClusterIP(ip netip.Addr) bool {
+	for _, s := range w.svcs {
+		for _, raw := range s.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(raw); err == nil && a == ip {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (w *world) Import(ns, name string) (*mcsv1alpha1.ServiceImport, bool) {
@@ -146,6 +158,9 @@ func (w *world) Units() []string {
 	}
 	for _, e := range w.exports {
 		out = append(out, source.ExportUnit(e.Namespace, e.Name))
+	}
+	for _, i := range w.imports {
+		out = append(out, source.ImportUnit(i.Namespace, i.Name))
 	}
 	return out
 }
@@ -589,6 +604,9 @@ func (r *churnRun) step(t *testing.T) {
 			break
 		}
 		e := &mcsv1alpha1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if oneIn(r.r, 5) { // the MCS controller found it invalid: it publishes nothing
+			e.Status.Conditions = []metav1.Condition{{Type: string(mcsv1alpha1.ServiceExportValid), Status: metav1.ConditionFalse, Reason: "ServiceNotFound"}}
+		}
 		_, err := mcs.ServiceExports(ns).Create(bg, e, metav1.CreateOptions{})
 		r.apply(t, "create serviceexport "+k, err)
 		r.w.exports[k] = e

@@ -60,18 +60,18 @@ func ZoneUnit(b kube.Builder) string { return "zone/" + b.Zone }
 
 // Manages reports whether a unit is one this publisher computes records for:
 // its zones' dns-version, services, pods and (with multicluster on)
-// exports. Records of any other source that carry this cluster's id (a zone
+// exports and imports. Records of any other source that carry this cluster's id (a zone
 // it no longer serves, a kind a newer version writes) share the ranges it
 // reads but are not its to delete, so they are left alone rather than taken
-// for orphans. Turning multicluster off therefore leaves the exports in
-// place, and turning federation off leaves the shards (their tree is no
+// for orphans. Turning multicluster off therefore leaves the exports and
+// imports in place, and turning federation off leaves the shards (their tree is no
 // longer read): `publisher withdraw` is how a cluster leaves the set.
 func Manages(z Zones, unit string) bool {
 	kind, _, name := source.ParseUnit(unit)
 	switch kind {
 	case "service", "pod":
 		return true
-	case "serviceexport":
+	case "serviceexport", "serviceimport":
 		return z.Clusterset != nil
 	case "zone":
 		return name == z.Cluster.Zone || z.Clusterset != nil && name == z.Clusterset.Zone
@@ -114,6 +114,17 @@ func Desired(z Zones, src source.Source, f Filter, unit string) ([]keys.Record, 
 		}
 		imp, _ := src.Import(ns, name)
 		return z.Clusterset.Exported(svc, src.Slices(ns, name), imp)
+	case "serviceimport":
+		// The publisher's selector picks Services; an import may have no
+		// Service here to match, so only the namespace filter applies.
+		if z.Clusterset == nil || !f.namespace(ns) {
+			return nil, nil
+		}
+		imp, ok := src.Import(ns, name)
+		if !ok {
+			return nil, nil
+		}
+		return z.Clusterset.Imported(imp, src.HasClusterIP)
 	case "pod":
 		if !f.Pods || !f.namespace(ns) {
 			return nil, nil
@@ -133,7 +144,9 @@ func Units(z Zones, src source.Source) []string {
 	if z.Clusterset != nil {
 		us = append(us, ZoneUnit(*z.Clusterset))
 	} else {
-		us = slices.DeleteFunc(us, func(u string) bool { return strings.HasPrefix(u, "serviceexport/") })
+		us = slices.DeleteFunc(us, func(u string) bool {
+			return strings.HasPrefix(u, "serviceexport/") || strings.HasPrefix(u, "serviceimport/")
+		})
 	}
 	sort.Strings(us)
 	return us

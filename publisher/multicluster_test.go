@@ -64,12 +64,19 @@ func (m *member) export(ns, name string, ips ...string) {
 		m.t.Fatal(err)
 	}
 	if len(ips) > 0 {
-		imp := &mcsv1alpha1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: mcsv1alpha1.ServiceImportSpec{Type: mcsv1alpha1.ClusterSetIP, IPs: ips,
-				Ports: []mcsv1alpha1.ServicePort{{Name: "http", Port: 80, Protocol: "TCP"}}}}
-		if _, err := m.mcs.MulticlusterV1alpha1().ServiceImports(ns).Create(ctx, imp, metav1.CreateOptions{}); err != nil {
-			m.t.Fatal(err)
-		}
+		m.serviceImport(ns, name, ips...)
+	}
+}
+
+// serviceImport makes the ServiceImport an MCS controller writes in a cluster
+// that imports a service, whether or not it exports it too.
+func (m *member) serviceImport(ns, name string, ips ...string) {
+	m.t.Helper()
+	imp := &mcsv1alpha1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: mcsv1alpha1.ServiceImportSpec{Type: mcsv1alpha1.ClusterSetIP, IPs: ips,
+			Ports: []mcsv1alpha1.ServicePort{{Name: "http", Port: 80, Protocol: "TCP"}}}}
+	if _, err := m.mcs.MulticlusterV1alpha1().ServiceImports(ns).Create(context.Background(), imp, metav1.CreateOptions{}); err != nil {
+		m.t.Fatal(err)
 	}
 }
 
@@ -117,6 +124,10 @@ func TestClustersetTwoMembers(t *testing.T) {
 	east.export("test", "api", "10.112.0.1")
 	west.export("test", "db")
 	west.export("test", "api", "10.112.0.1")
+	// Imported by west alone, with clusterset IPs of west's own: one is
+	// also west's api's cluster IP, whose PTR stays api's (spec 001 2.3.3's
+	// Limitations), the other gets a PTR to the clusterset name.
+	west.serviceImport("test", "cache", "10.96.0.10", "10.113.0.2")
 	east.start(nil)
 	west.start(nil)
 
@@ -125,10 +136,13 @@ func TestClustersetTwoMembers(t *testing.T) {
 		"10-2-0-1.west.db.test.svc.clusterset.local 10.2.0.1 west",
 		"_http._tcp.api.test.svc.clusterset.local api.test.svc.clusterset.local east",
 		"_http._tcp.api.test.svc.clusterset.local api.test.svc.clusterset.local west",
+		"_http._tcp.cache.test.svc.clusterset.local cache.test.svc.clusterset.local west",
 		"_http._tcp.db.test.svc.clusterset.local 10-1-0-1.east.db.test.svc.clusterset.local east",
 		"_http._tcp.db.test.svc.clusterset.local 10-2-0-1.west.db.test.svc.clusterset.local west",
 		"api.test.svc.clusterset.local 10.112.0.1 east",
 		"api.test.svc.clusterset.local 10.112.0.1 west",
+		"cache.test.svc.clusterset.local 10.113.0.2 west",
+		"cache.test.svc.clusterset.local 10.96.0.10 west",
 		"db.test.svc.clusterset.local 10.1.0.1 east",
 		"db.test.svc.clusterset.local 10.2.0.1 west",
 		"dns-version.clusterset.local 1.1.0 east",
@@ -141,11 +155,15 @@ func TestClustersetTwoMembers(t *testing.T) {
 	for _, id := range []string{"east", "west"} {
 		ip := map[string]string{"east": "1.0.1.10", "west": "1.0.2.10"}[id]
 		dash := map[string]string{"east": "10-1-0-1", "west": "10-2-0-1"}[id]
-		waitNames(t, cli, "/skydns-"+id+"/arpa/", []string{
+		want := []string{
 			"1.0.112.10.in-addr.arpa api.test.svc.clusterset.local " + id,
 			"10.0.96.10.in-addr.arpa api.test.svc.cluster.local " + id,
 			ip + ".in-addr.arpa " + dash + ".db.test.svc.cluster.local " + id,
-		})
+		}
+		if id == "west" {
+			want = append(want, "2.0.113.10.in-addr.arpa cache.test.svc.clusterset.local west")
+		}
+		waitNames(t, cli, "/skydns-"+id+"/arpa/", want)
 	}
 	// Nothing at <clusterid>.<svc>.<ns>.svc.clusterset.local (spec 001
 	// 2.3.4 / 2.4.4): no key has that owner.

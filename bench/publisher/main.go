@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -601,6 +602,8 @@ func (m *mem) Pod(string, string) (*corev1.Pod, bool) { return nil, false }
 func (m *mem) Exported(string, string) bool { return false }
 
 func (m *mem) Import(string, string) (*mcsv1alpha1.ServiceImport, bool) { return nil, false }
+
+func (m *mem) HasClusterIP(netip.Addr) bool { return false }
 
 func (m *mem) Units() []string {
 	m.mu.RLock()

@@ -10,8 +10,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,7 +65,7 @@ type fileState struct {
 	services map[string]*corev1.Service              // ns/name
 	slices   map[string][]*discoveryv1.EndpointSlice // ns/service
 	pods     map[string]*corev1.Pod                  // ns/name
-	exports  map[string]bool                         // ns/name
+	exports  map[string]bool                         // ns/name -> valid (exportValid)
 	imports  map[string]*mcsv1alpha1.ServiceImport   // ns/name
 	identity Identity
 	prints   map[string]string // unit -> fingerprint
@@ -213,7 +215,7 @@ func (f *Files) read() (*fileState, error) {
 				}
 			case *mcsv1alpha1.ServiceExport:
 				defaultNamespace(&o.ObjectMeta.Namespace)
-				st.exports[o.Namespace+"/"+o.Name] = true
+				st.exports[o.Namespace+"/"+o.Name] = exportValid(o)
 			case *mcsv1alpha1.ServiceImport:
 				defaultNamespace(&o.ObjectMeta.Namespace)
 				st.imports[o.Namespace+"/"+o.Name] = o
@@ -241,9 +243,23 @@ func (f *Files) read() (*fileState, error) {
 			st.prints[u] = fingerprint(nil, sl)
 		}
 	}
-	for k := range st.exports {
+	for k, valid := range st.exports {
 		ns, name, _ := strings.Cut(k, "/")
-		st.prints[ExportUnit(ns, name)] = fingerprint(st.services[k], st.slices[k], st.imports[k])
+		st.prints[ExportUnit(ns, name)] = fingerprint(valid, st.services[k], st.slices[k], st.imports[k])
+	}
+	byIP := map[string][]*corev1.Service{}
+	for _, s := range st.services {
+		for _, ip := range serviceIPs(s) {
+			byIP[ip] = append(byIP[ip], s)
+		}
+	}
+	for k, imp := range st.imports {
+		ns, name, _ := strings.Cut(k, "/")
+		parts := []any{imp}
+		for _, ip := range importIPs(imp) {
+			parts = append(parts, ip, len(byIP[ip]) > 0)
+		}
+		st.prints[ImportUnit(ns, name)] = fingerprint(parts...)
 	}
 	for k, p := range st.pods {
 		ns, name, _ := strings.Cut(k, "/")
@@ -359,6 +375,17 @@ func (f *Files) Pod(namespace, name string) (*corev1.Pod, bool) {
 	defer f.mu.RUnlock()
 	p, ok := f.state.pods[namespace+"/"+name]
 	return p, ok
+}
+
+func (f *Files) HasClusterIP(ip netip.Addr) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for _, s := range f.state.services {
+		if slices.Contains(serviceIPs(s), ip.Unmap().String()) {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *Files) Exported(namespace, name string) bool {

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -20,6 +21,11 @@ import (
 )
 
 const byService = "service"
+
+// byIP indexes Services by their cluster IPs and ServiceImports by their
+// clusterset IPs: an import's PTR depends on whether a Service here has
+// the address already.
+const byIP = "ip"
 
 // Kube watches Services and EndpointSlices (and Pods when asked) through
 // shared informers, in all namespaces or in each of the given ones.
@@ -153,12 +159,20 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns), informers.WithTransform(Lean))
 
 		svc := svcF.Core().V1().Services().Informer()
+		if err := svc.AddIndexers(cache.Indexers{byIP: func(obj any) ([]string, error) {
+			if s, ok := obj.(*corev1.Service); ok {
+				return serviceIPs(s), nil
+			}
+			return nil, nil
+		}}); err != nil {
+			return err
+		}
 		if _, err := svc.AddEventHandler(handler(notify, func(obj any) []string {
 			s, ok := obj.(*corev1.Service)
 			if !ok {
 				return nil
 			}
-			return k.serviceUnits(s.Namespace, s.Name)
+			return append(k.serviceUnits(s.Namespace, s.Name), k.importsAt(serviceIPs(s))...)
 		})); err != nil {
 			return err
 		}
@@ -221,18 +235,34 @@ func (k *Kube) multicluster(ns string, notify Notify) ([]cache.InformerSynced, f
 	f := mcsinformers.NewSharedInformerFactoryWithOptions(k.mcs, k.resync, mcsinformers.WithNamespace(ns))
 	exp := f.Multicluster().V1alpha1().ServiceExports().Informer()
 	imp := f.Multicluster().V1alpha1().ServiceImports().Informer()
-	// An export's records are made of the service, its slices and the
-	// import of the same name, so every one of them touches the unit.
-	for _, inf := range []cache.SharedIndexInformer{exp, imp} {
-		if _, err := inf.AddEventHandler(handler(notify, func(obj any) []string {
-			m, err := meta.Accessor(obj)
-			if err != nil {
-				return nil
-			}
-			return []string{ExportUnit(m.GetNamespace(), m.GetName())}
-		})); err != nil {
-			return nil, nil, err
+	if err := imp.AddIndexers(cache.Indexers{byIP: func(obj any) ([]string, error) {
+		if i, ok := obj.(*mcsv1alpha1.ServiceImport); ok {
+			return importIPs(i), nil
 		}
+		return nil, nil
+	}}); err != nil {
+		return nil, nil, err
+	}
+	// An export's records are made of the service, its slices and the
+	// import of the same name (whose type says whether the export's
+	// endpoints are the service's), so both touch the export's unit.
+	if _, err := exp.AddEventHandler(handler(notify, func(obj any) []string {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil
+		}
+		return []string{ExportUnit(m.GetNamespace(), m.GetName())}
+	})); err != nil {
+		return nil, nil, err
+	}
+	if _, err := imp.AddEventHandler(handler(notify, func(obj any) []string {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return nil
+		}
+		return []string{ImportUnit(m.GetNamespace(), m.GetName()), ExportUnit(m.GetNamespace(), m.GetName())}
+	})); err != nil {
+		return nil, nil, err
 	}
 	k.exports = append(k.exports, exp)
 	k.imports = append(k.imports, imp)
@@ -297,11 +327,35 @@ func (k *Kube) Pod(namespace, name string) (*corev1.Pod, bool) {
 
 func (k *Kube) Exported(namespace, name string) bool {
 	for _, inf := range k.exports {
-		if _, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+		if obj, ok, _ := inf.GetStore().GetByKey(namespace + "/" + name); ok {
+			return exportValid(obj.(*mcsv1alpha1.ServiceExport))
+		}
+	}
+	return false
+}
+
+func (k *Kube) HasClusterIP(ip netip.Addr) bool {
+	for _, inf := range k.services {
+		if objs, _ := inf.GetIndexer().ByIndex(byIP, ip.Unmap().String()); len(objs) > 0 {
 			return true
 		}
 	}
 	return false
+}
+
+// importsAt are the units of the imports of any of the addresses.
+func (k *Kube) importsAt(ips []string) []string {
+	var out []string
+	for _, inf := range k.imports {
+		for _, ip := range ips {
+			objs, _ := inf.GetIndexer().ByIndex(byIP, ip)
+			for _, o := range objs {
+				i := o.(*mcsv1alpha1.ServiceImport)
+				out = append(out, ImportUnit(i.Namespace, i.Name))
+			}
+		}
+	}
+	return out
 }
 
 func (k *Kube) Import(namespace, name string) (*mcsv1alpha1.ServiceImport, bool) {
@@ -319,6 +373,12 @@ func (k *Kube) Units() []string {
 		for _, o := range inf.GetStore().List() {
 			e := o.(*mcsv1alpha1.ServiceExport)
 			out = append(out, ExportUnit(e.Namespace, e.Name))
+		}
+	}
+	for _, inf := range k.imports {
+		for _, o := range inf.GetStore().List() {
+			i := o.(*mcsv1alpha1.ServiceImport)
+			out = append(out, ImportUnit(i.Namespace, i.Name))
 		}
 	}
 	for _, inf := range k.services {

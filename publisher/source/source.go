@@ -2,11 +2,14 @@ package source
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
 )
 
@@ -23,14 +26,54 @@ type Source interface {
 	// Slices returns the EndpointSlices labelled with a service's name.
 	Slices(namespace, service string) []*discoveryv1.EndpointSlice
 	Pod(namespace, name string) (*corev1.Pod, bool)
-	// Exported reports whether a ServiceExport names the service, and
-	// Import returns the ServiceImport of the same name (the ClusterSetIPs);
+	// Exported reports whether a ServiceExport names the service and the
+	// MCS controller has not found it invalid (Valid=False), and Import
+	// returns the ServiceImport of the same name (the ClusterSetIPs);
 	// both are false without the multicluster API.
 	Exported(namespace, name string) bool
 	Import(namespace, name string) (*mcsv1alpha1.ServiceImport, bool)
-	// Units lists every service, export and (when watched) pod unit
-	// currently known.
+	// HasClusterIP reports whether a Service of this cluster has the
+	// address as a cluster IP (and so its own PTR).
+	HasClusterIP(ip netip.Addr) bool
+	// Units lists every service, export, import and (when watched) pod
+	// unit currently known.
 	Units() []string
+}
+
+// exportValid is false for an export the MCS controller marked Valid=False
+// (its service is missing, or of a type that cannot be exported): it
+// publishes nothing until the controller says otherwise. A Conflict
+// condition does not stop it: the export still contributes, with the
+// properties the controller resolved.
+func exportValid(e *mcsv1alpha1.ServiceExport) bool {
+	c := meta.FindStatusCondition(e.Status.Conditions, string(mcsv1alpha1.ServiceExportValid))
+	return c == nil || c.Status != metav1.ConditionFalse
+}
+
+// importIPs are the addresses of an import, as the keys of an index.
+func importIPs(imp *mcsv1alpha1.ServiceImport) []string {
+	var out []string
+	for _, raw := range imp.Spec.IPs {
+		if ip, err := netip.ParseAddr(strings.TrimSpace(raw)); err == nil {
+			out = append(out, ip.Unmap().String())
+		}
+	}
+	return out
+}
+
+// serviceIPs are a Service's cluster IPs, as the keys of an index.
+func serviceIPs(s *corev1.Service) []string {
+	raw := s.Spec.ClusterIPs
+	if len(raw) == 0 && s.Spec.ClusterIP != "" {
+		raw = []string{s.Spec.ClusterIP}
+	}
+	var out []string
+	for _, r := range raw {
+		if ip, err := netip.ParseAddr(r); err == nil {
+			out = append(out, ip.Unmap().String())
+		}
+	}
+	return out
 }
 
 // Unit names are the records' Source values, so the owned index and the
@@ -38,9 +81,10 @@ type Source interface {
 func ServiceUnit(namespace, name string) string { return "service/" + namespace + "/" + name }
 func PodUnit(namespace, name string) string     { return "pod/" + namespace + "/" + name }
 func ExportUnit(namespace, name string) string  { return "serviceexport/" + namespace + "/" + name }
+func ImportUnit(namespace, name string) string  { return "serviceimport/" + namespace + "/" + name }
 
-// ParseUnit splits a unit into kind ("service", "serviceexport", "pod",
-// "zone") and the object's namespace and name (for a zone, name is the zone).
+// ParseUnit splits a unit into kind ("service", "serviceexport",
+// "serviceimport", "pod", "zone") and the object's namespace and name (for a zone, name is the zone).
 func ParseUnit(unit string) (kind, namespace, name string) {
 	kind, rest, _ := strings.Cut(unit, "/")
 	if kind == "zone" {

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -45,6 +46,12 @@ func (r *recorder) has(u string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.units[u] > 0
+}
+
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.units)
 }
 
 func wait(t *testing.T, what string, cond func() bool) {
@@ -368,15 +375,25 @@ spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}
 	if err := f.Start(ctx, r.notify); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"service/apps/api", "serviceexport/apps/api"}; !reflect.DeepEqual(f.Units(), want) {
+	if want := []string{"service/apps/api", "serviceexport/apps/api", "serviceimport/apps/api"}; !reflect.DeepEqual(f.Units(), want) {
 		t.Errorf("units = %v, want %v", f.Units(), want)
 	}
 	if imp, ok := f.Import("apps", "api"); !ok || !f.Exported("apps", "api") || imp.Spec.IPs[0] != "10.112.0.1" {
 		t.Errorf("export/import not read: %v %v", ok, imp)
 	}
-	// A new ClusterSetIP touches the export unit.
+	if f.HasClusterIP(netip.MustParseAddr("10.112.0.1")) || !f.HasClusterIP(netip.MustParseAddr("10.96.0.5")) {
+		t.Error("HasClusterIP does not tell the Service's address from the import's")
+	}
+	// A new ClusterSetIP touches the import unit.
 	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "10.112.0.1", "10.112.0.2", 1))
-	wait(t, "export unit notified", func() bool { return r.has("serviceexport/apps/api") })
+	wait(t, "import unit notified", func() bool { return r.has("serviceimport/apps/api") })
+	// So does a Service taking one of its addresses: its PTR is the Service's now.
+	r.reset()
+	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "10.96.0.5", "10.112.0.2", 1))
+	wait(t, "import unit notified of the Service", func() bool { return r.has("serviceimport/apps/api") })
+	// An export the MCS controller marked invalid publishes nothing.
+	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "metadata: {name: api, namespace: apps}\n---", "metadata: {name: api, namespace: apps}\nstatus: {conditions: [{type: Valid, status: \"False\", reason: ServiceNotFound, lastTransitionTime: \"2026-01-01T00:00:00Z\", message: x}]}\n---", 1))
+	wait(t, "export invalid", func() bool { return !f.Exported("apps", "api") })
 }
 
 func mustRead(t *testing.T, p string) string {
