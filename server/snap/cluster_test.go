@@ -52,6 +52,15 @@ func TestBuildPutsLocalClusterFirst(t *testing.T) {
 		return `{"host":"` + target + `","port":443,"cluster":"` + cluster + `"}`
 	}
 	txt := func(text, cluster string) string { return `{"text":"` + text + `","cluster":"` + cluster + `"}` }
+	// A cluster's own clusterset IP, from its ServiceImport (keys.Value.PerCluster).
+	own := func(ip, cluster string) string {
+		return `{"host":"` + ip + `","cluster":"` + cluster + `","source":"serviceimport/app/web"}`
+	}
+	perCluster := []csKV{
+		{csName, "k1", own("10.2.0.1", "b")},
+		{csName, "k2", own("10.1.0.1", "a")},
+		{csName, "k3", own("10.3.0.1", "c")},
+	}
 	interleaved := []csKV{
 		{csName, "k1", a("10.2.0.1", "b")},
 		{csName, "k2", a("10.1.0.1", "a")},
@@ -135,6 +144,23 @@ func TestBuildPutsLocalClusterFirst(t *testing.T) {
 				{csName, "k3", `{"host":"10.2.0.1","ttl":30,"cluster":"b"}`},
 			},
 			want: []string{csName + ". 3 IN A 10.100.0.1", csName + ". 3 IN A 10.2.0.1"}, local: 1},
+		// Spec 001 lets each cluster have its own clusterset IP: another
+		// cluster's routes nowhere here, or to a service of this cluster's
+		// range.
+		{name: "own answers: only the local cluster's clusterset IP", cluster: "a", owner: csName, typ: dns.TypeA,
+			kvs: perCluster, want: []string{A("10.1.0.1")}, local: 1},
+		{name: "own answers: another cluster's dnsd answers its own", cluster: "c", owner: csName, typ: dns.TypeA,
+			kvs: perCluster, want: []string{A("10.3.0.1")}, local: 1},
+		{name: "own answers: a cluster with none here answers all", cluster: "d", owner: csName, typ: dns.TypeA,
+			kvs: perCluster, want: []string{A("10.2.0.1"), A("10.1.0.1"), A("10.3.0.1")}, local: 0},
+		{name: "own answers: no cluster id answers all", cluster: "", owner: csName, typ: dns.TypeA,
+			kvs: perCluster, want: []string{A("10.2.0.1"), A("10.1.0.1"), A("10.3.0.1")}, local: 0},
+		{name: "own answers: the same IP in every cluster is one record", cluster: "a", owner: csName, typ: dns.TypeA,
+			kvs:  []csKV{{csName, "k1", own("10.100.0.1", "b")}, {csName, "k2", own("10.100.0.1", "a")}},
+			want: []string{A("10.100.0.1")}, local: 1},
+		{name: "own answers leave shared records of other clusters in", cluster: "a", owner: csName, typ: dns.TypeA,
+			kvs:  []csKV{{csName, "k1", a("10.2.0.9", "b")}, {csName, "k2", own("10.1.0.1", "a")}, {csName, "k3", own("10.2.0.1", "b")}},
+			want: []string{A("10.1.0.1"), A("10.2.0.9")}, local: 1},
 		{name: "CNAME: the local cluster's claim wins", cluster: "a", owner: csName, typ: dns.TypeCNAME,
 			kvs:  []csKV{{csName, "k1", `{"host":"b.example.com","cluster":"b"}`}, {csName, "k2", `{"host":"a.example.com","cluster":"a"}`}},
 			want: []string{csName + ". 5 IN CNAME a.example.com."}, local: 1},
