@@ -186,6 +186,36 @@ func (m *member) createExported(t *testing.T, v4, v6 string) {
 	}
 }
 
+// createImport makes the ServiceImport an MCS controller writes for name
+// in this cluster, and with export the Service and ServiceExport it
+// comes from; without, a Service of its own (derived) at the last of the
+// IPs, backing the import.
+func (m *member) createImport(t *testing.T, name string, export bool, ips ...string) {
+	t.Helper()
+	ctx := context.Background()
+	https := corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "test", Name: name}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{https}}}
+	if !export {
+		svc = &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "test", Name: "derived"},
+			Spec: corev1.ServiceSpec{ClusterIP: ips[len(ips)-1], Ports: []corev1.ServicePort{https}}}
+	}
+	if _, err := m.kube.CoreV1().Services("test").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	imp := &mcsv1alpha1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: "test", Name: name},
+		Spec: mcsv1alpha1.ServiceImportSpec{Type: mcsv1alpha1.ClusterSetIP, IPs: ips,
+			Ports: []mcsv1alpha1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+	if _, err := m.mcs.MulticlusterV1alpha1().ServiceImports("test").Create(ctx, imp, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if export {
+		e := &mcsv1alpha1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "test", Name: name}}
+		if _, err := m.mcs.MulticlusterV1alpha1().ServiceExports("test").Create(ctx, e, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestMulticluster: two clusters (each its own kube-apiserver on its own
 // etcd, both calling their domain cluster.local, both with the kubernetes
 // service at 10.96.0.1) share one record etcd. Every record of spec 001
@@ -329,6 +359,42 @@ clusterset.local:{{.Port}} {
 			}
 		}
 	}
+
+	// Spec 001 2.3: a clusterset IP may be each cluster's own. East exports
+	// percluster at 10.43.0.3; west imports it without exporting, at
+	// 10.43.0.4 and at 10.96.200.4, the cluster IP of a Service of west's
+	// own (derived) that backs the import, as some MCS implementations do.
+	// Each dnsd answers its own cluster's IPs and no other's; west's
+	// reverse tree has a PTR for 10.43.0.4 and keeps derived's for
+	// 10.96.200.4 (2.3.3's Limitations). CoreDNS answers every cluster's.
+	east.createImport(t, "percluster", true, "10.43.0.3")
+	west.createImport(t, "percluster", false, "10.43.0.4", "10.96.200.4")
+	pc := "percluster" + cs
+	perCluster := []struct {
+		m     *member
+		check check
+	}{
+		{east, check{qname: pc, qtype: dns.TypeA, answer: []string{pc + " 5 IN A 10.43.0.3"}}},
+		{west, check{qname: pc, qtype: dns.TypeA, answer: []string{pc + " 5 IN A 10.43.0.4", pc + " 5 IN A 10.96.200.4"}}},
+		{east, check{qname: "_https._tcp." + pc, qtype: dns.TypeSRV, answer: []string{"_https._tcp." + pc + " 5 IN SRV 10 100 443 " + pc}}},
+		{west, check{qname: "_https._tcp." + pc, qtype: dns.TypeSRV, answer: []string{"_https._tcp." + pc + " 5 IN SRV 10 100 443 " + pc}}},
+		{east, check{qname: "3.0.43.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"3.0.43.10.in-addr.arpa. 5 IN PTR " + pc}}},
+		{west, check{qname: "4.0.43.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"4.0.43.10.in-addr.arpa. 5 IN PTR " + pc}}},
+		{west, check{qname: "4.200.96.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"4.200.96.10.in-addr.arpa. 5 IN PTR derived.test.svc.cluster.local."}}},
+		{east, check{qname: "4.0.43.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: dns.RcodeNameError}},
+	}
+	waitFor(t, 30*time.Second, func() error {
+		for _, c := range perCluster {
+			for _, proto := range []string{"udp", "tcp"} {
+				if got, err := expect(ask(t, proto, c.m.dnsd, c.check.qname, c.check.qtype), c.check); err != nil {
+					return fmt.Errorf("%s dnsd over %s, a clusterset IP of each cluster's own (%s %s): %v\n%s", c.m.name, proto, c.check.qname, dns.TypeToString[c.check.qtype], err, got)
+				}
+			}
+		}
+		return nil
+	})
+	askPeer(t, "CoreDNS's etcd plugin", coredns.Addr, check{spec: "001 2.3.1 a clusterset IP of each cluster's own", qname: pc, qtype: dns.TypeA,
+		answer: []string{pc + " 5 IN A 10.43.0.3"}}, "it answers every cluster's clusterset IPs, 10.43.0.4 and 10.96.200.4 of west's too")
 
 	// East stops exporting headless: its records leave the clusterset
 	// view, west's stay, and nothing else changes.
