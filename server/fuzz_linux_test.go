@@ -17,7 +17,7 @@ import (
 // would take it.
 type udpPath struct{ b *udpBatch }
 
-func newUDPPath(srv *Server) *udpPath { return &udpPath{newUDPBatch(srv.newUDPWorker(nil))} }
+func newUDPPath(srv *Server) *udpPath { return &udpPath{newUDPBatch(srv.newUDPWorker(nil), false)} }
 
 // reply answers data from client: cut at udpBufSize and flagged
 // MSG_TRUNC when longer, as the kernel does. It returns the response, nil

@@ -2,7 +2,109 @@
 
 package server
 
-import "testing"
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// A server on a wildcard address answers from the address the client
+// asked, not the one the route back picks: 127.0.0.2 is the host's as
+// much as 127.0.0.1, and left to the route an answer to a client at
+// 127.0.0.1 leaves from 127.0.0.1. So for an IPv4 socket and for a
+// dual-stack one (what Go binds for :53 and 0.0.0.0:53), read in the
+// kernel and in Go's poller.
+func TestWildcardAnswersFromAddressAsked(t *testing.T) {
+	for _, wait := range readerWaits {
+		for _, network := range []string{"udp4", "udp"} {
+			t.Run(wait.name+"/"+network, func(t *testing.T) {
+				srv := newServer(t, testSnapshot(t, 0))
+				srv.kernelWaitFrom = wait.from
+				port := serveWildcard(t, srv, network)
+				for _, name := range []string{"kubernetes.default.svc.cluster.local."} {
+					to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
+					if from := answerSource(t, "127.0.0.1", to, name); from != to {
+						t.Errorf("%s asked at %s: the answer came from %s", name, to, from)
+					}
+				}
+			})
+		}
+	}
+}
+
+// Over IPv6 ::1 is the only loopback address, so this shows only that an
+// IPv6 datagram's answer, sent with its own pktinfo, arrives from where
+// it was sent.
+func TestWildcardAnswersFromAddressAskedIPv6(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 0))
+	port := serveWildcard(t, srv, "udp")
+	to := netip.AddrPortFrom(netip.IPv6Loopback(), port)
+	if from := answerSource(t, "::1", to, "kubernetes.default.svc.cluster.local."); from != to {
+		t.Errorf("asked at %s: the answer came from %s", to, from)
+	}
+}
+
+// serveWildcard serves srv on a wildcard address of a socket of network
+// (udp4: an IPv4 socket; udp: Go's dual-stack one), bound as Listen binds,
+// until the test ends, and returns its port.
+func serveWildcard(t *testing.T, srv *Server, network string) uint16 {
+	t.Helper()
+	pc, err := (&net.ListenConfig{Control: udpControl}).ListenPacket(context.Background(), network, "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		pc.Close()
+		t.Fatal(err)
+	}
+	l := &Listener{Addr: pc.LocalAddr().String(), udp: []*net.UDPConn{pc.(*net.UDPConn)}, tcp: tcp}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, l) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return uint16(pc.LocalAddr().(*net.UDPAddr).Port)
+}
+
+// answerSource asks name at to from a socket bound to from, unconnected
+// so that an answer from any address reaches it, and returns where the
+// answer came from.
+func answerSource(t *testing.T, from string, to netip.AddrPort, name string) netip.AddrPort {
+	t.Helper()
+	c, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr(from), 0)))
+	if err != nil {
+		t.Skipf("binding %s: %v", from, err) // no IPv6 loopback here
+	}
+	defer c.Close()
+	q := new(dns.Msg).SetQuestion(name, dns.TypeA)
+	b, _ := q.Pack()
+	if _, err := c.WriteToUDPAddrPort(b, to); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 4096)
+	n, src, err := c.ReadFromUDPAddrPort(buf)
+	if err != nil {
+		t.Fatalf("%s asked at %s: %v", name, to, err)
+	}
+	var m dns.Msg
+	if err := m.Unpack(buf[:n]); err != nil || m.Id != q.Id || len(m.Answer) != 1 {
+		t.Fatalf("%s asked at %s: %v %v", name, to, &m, err)
+	}
+	return netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+}
 
 func TestWildcard(t *testing.T) {
 	for addr, want := range map[string]bool{
@@ -12,5 +114,106 @@ func TestWildcard(t *testing.T) {
 		if wildcard(addr) != want {
 			t.Errorf("wildcard(%q) = %v", addr, !want)
 		}
+	}
+}
+
+// Control data the kernel is not expected to send (truncated, garbled,
+// of other kinds) reads as no address, without a crash, and the answer
+// then goes without pktinfo.
+func TestPktinfoBadControlData(t *testing.T) {
+	if unix.CmsgSpace(unix.SizeofInet4Pktinfo)+unix.CmsgSpace(unix.SizeofInet6Pktinfo) > len(ctrlBuf{}.b) {
+		t.Fatal("ctrlBuf holds less than both pktinfos")
+	}
+	var c ctrlBuf
+	v4, v6 := netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::7")
+	for _, src := range []netip.Addr{v4, v6} {
+		n := putPktinfo(&c, src)
+		if got := pktinfoDst(c.b[:n]); got != src {
+			t.Errorf("pktinfo from %s reads as %s", src, got)
+		}
+		for cut := range int((*unix.Cmsghdr)(unsafe.Pointer(&c.b)).Len) { // the padding after it may go
+			if got := pktinfoDst(c.b[:cut]); got.IsValid() {
+				t.Errorf("pktinfo from %s cut at %d reads as %s", src, cut, got)
+			}
+		}
+	}
+	if n := putPktinfo(&c, netip.MustParseAddr("::ffff:192.0.2.7")); n == 0 || pktinfoDst(c.b[:n]) != v4 {
+		t.Error("a mapped IPv4 address is not sent as in_pktinfo")
+	}
+	for _, src := range []netip.Addr{{}, netip.MustParseAddr("ff02::1"), netip.MustParseAddr("224.0.0.1")} {
+		if n := putPktinfo(&c, src); n != 0 {
+			t.Errorf("pktinfo from %s: %d bytes; want none", src, n)
+		}
+	}
+
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&c.b))
+	for _, bad := range []func(){
+		func() { h.SetLen(0) },
+		func() { h.SetLen(unix.CmsgLen(0) - 1) },
+		func() { h.SetLen(len(c.b) + 1) },
+		func() { h.SetLen(1 << 30) },
+		func() { h.Level = unix.SOL_SOCKET },
+		func() { h.Type = unix.IP_TTL },
+		func() { h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo - 1)) },
+	} {
+		c = ctrlBuf{}
+		putPktinfo(&c, v4)
+		bad()
+		if got := pktinfoDst(c.b[:]); got.IsValid() {
+			t.Errorf("garbled control data reads as %s", got)
+		}
+	}
+
+	// Through a batch: a datagram without control data is answered
+	// without pktinfo.
+	b := newUDPBatch(newServer(t, testSnapshot(t, 0)).newUDPWorker(nil), true)
+	b.in[0].n = uint32(copy(b.bufs[0], pack(t, 1, "kubernetes.default.svc.cluster.local.", dns.TypeA)))
+	sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&b.names[0]))
+	sa4.Family, sa4.Addr = unix.AF_INET, [4]byte{127, 0, 0, 1}
+	b.in[0].hdr.SetControllen(0)
+	b.out[0].hdr.Control = &b.ctrls[0].b[0] // left from an earlier batch
+	b.got = 1
+	b.answer()
+	if b.pending != 1 || b.out[0].hdr.Control != nil || b.out[0].hdr.Controllen != 0 {
+		t.Errorf("answered %d, control %p of %d bytes; want one, without", b.pending, b.out[0].hdr.Control, b.out[0].hdr.Controllen)
+	}
+}
+
+// An answer the kernel refuses to send from the address asked (one the
+// host has since lost) goes as it would without pktinfo.
+func TestPktinfoRefusedSourceFallsBack(t *testing.T) {
+	pc, err := (&net.ListenConfig{Control: udpControl}).ListenPacket(context.Background(), "udp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rc, err := pc.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+
+	b := newUDPBatch(newServer(t, testSnapshot(t, 0)).newUDPWorker(pc.(*net.UDPConn)), true)
+	b.rc = rc
+	sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&b.names[0]))
+	sa4.Family, sa4.Addr = unix.AF_INET, [4]byte{127, 0, 0, 1}
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&sa4.Port))[:], uint16(client.LocalAddr().(*net.UDPAddr).Port))
+	b.out[0].hdr.Name, b.out[0].hdr.Namelen = b.in[0].hdr.Name, unix.SizeofSockaddrInet4
+	answer := []byte("answer")
+	b.outIo[0].Base = &answer[0]
+	b.outIo[0].SetLen(len(answer))
+	b.setSource(0, &b.ctrls[0], netip.MustParseAddr("192.0.2.7")) // not the host's
+	b.sent, b.pending = 0, 1
+	b.flush()
+
+	_ = client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	n, from, err := client.ReadFromUDPAddrPort(buf)
+	if err != nil || string(buf[:n]) != "answer" || from.Addr() != netip.MustParseAddr("127.0.0.1") {
+		t.Errorf("got %q from %s (%v); want the answer from 127.0.0.1, the route's choice", buf[:n], from, err)
 	}
 }

@@ -388,6 +388,9 @@ type worker struct {
 
 	pc   *net.UDPConn   // where forwarded answers are written later; nil: forward inline
 	from netip.AddrPort // the client of the query being handled
+	// asked is the address the client sent it to, where a wildcard
+	// socket learns it (on Linux): its answer leaves from there.
+	asked netip.Addr
 
 	opts     *answer.Options      // autopath.go
 	searched []prometheus.Counter // bumped by the query being handled

@@ -43,6 +43,11 @@ type udpBatch struct {
 	bufs  [batch][]byte
 	resps [batch][]byte
 
+	// On a wildcard socket (udpControl), each datagram's control data:
+	// read, where it was sent; then written, the answer's source.
+	pktinfo bool
+	ctrls   [batch]ctrlBuf
+
 	got, sent int   // results of the last recvmmsg / sendmmsg
 	pending   int   // responses to send in out[sent:pending]
 	errno     error // of the last call
@@ -78,7 +83,7 @@ func (s *Server) serveUDP(pc *net.UDPConn, reads prometheus.Counter, stop *udpSt
 	if err != nil {
 		return s.serveEach(pc, reads)
 	}
-	b := newUDPBatch(s.newUDPWorker(pc))
+	b := newUDPBatch(s.newUDPWorker(pc), wildcard(pc.LocalAddr().String()))
 	b.rc = rc
 	kernel := stop != nil
 	for {
@@ -193,9 +198,12 @@ func (u *udpStop) close() {
 	}
 }
 
-func newUDPBatch(w *worker) *udpBatch {
-	b := &udpBatch{w: w}
+func newUDPBatch(w *worker, pktinfo bool) *udpBatch {
+	b := &udpBatch{w: w, pktinfo: pktinfo}
 	for i := range batch {
+		if pktinfo {
+			b.in[i].hdr.Control = &b.ctrls[i].b[0]
+		}
 		b.bufs[i] = make([]byte, udpBufSize)
 		b.resps[i] = make([]byte, 0, 512)
 		b.inIov[i].Base = &b.bufs[i][0]
@@ -222,6 +230,11 @@ func (b *udpBatch) recvmmsg(fd uintptr) bool {
 		b.inIov[i].SetLen(udpBufSize)
 		b.in[i].hdr.Namelen = uint32(unsafe.Sizeof(b.names[i]))
 		b.in[i].hdr.Flags = 0
+	}
+	if b.pktinfo {
+		for i := range batch {
+			b.in[i].hdr.SetControllen(len(b.ctrls[i].b))
+		}
 	}
 	// MSG_TRUNC: a datagram longer than its buffer reports its own
 	// length, not the buffer's, for the query log's size of it.
@@ -250,6 +263,9 @@ func (b *udpBatch) answer() {
 			continue
 		}
 		w.from = from
+		if b.pktinfo {
+			w.asked = pktinfoDst(b.ctrls[i].b[:min(int(b.in[i].hdr.Controllen), len(b.ctrls[i].b))])
+		}
 		w.out = b.resps[i][:0]
 		var out []byte
 		if b.in[i].hdr.Flags&unix.MSG_TRUNC != 0 {
@@ -266,6 +282,9 @@ func (b *udpBatch) answer() {
 		b.outIo[j].SetLen(len(out))
 		b.out[j].hdr.Name = b.in[i].hdr.Name
 		b.out[j].hdr.Namelen = b.in[i].hdr.Namelen
+		if b.pktinfo {
+			b.setSource(j, &b.ctrls[i], w.asked)
+		}
 		b.pending++
 	}
 }
@@ -288,7 +307,14 @@ func (b *udpBatch) sendmmsg(fd uintptr) bool {
 	case unix.EAGAIN, unix.EINTR:
 		return false
 	default:
-		b.sent++ // the first unsent one failed: skip it
+		// The first unsent one failed: skip it, or, refused with its
+		// source (an address since removed), send it as without pktinfo.
+		if h := &b.out[b.sent].hdr; h.Control != nil {
+			h.Control = nil
+			h.SetControllen(0)
+		} else {
+			b.sent++
+		}
 	}
 	return true
 }
@@ -304,4 +330,68 @@ func addrPort(sa *unix.RawSockaddrInet6) (netip.AddrPort, bool) {
 		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), port), true
 	}
 	return netip.AddrPort{}, false
+}
+
+// ctrlBuf is one datagram's control data, with room for both pktinfos a
+// dual-stack socket gets with an IPv4 datagram.
+type ctrlBuf struct {
+	_ [0]uint64 // aligned as a cmsghdr
+	b [72]byte  // CMSG_SPACE of in_pktinfo and in6_pktinfo on 64-bit systems
+}
+
+// pktinfoDst is the address a datagram was sent to, as its control data
+// says; none (invalid) where it says nothing usable. in_pktinfo's local
+// address wins: for a broadcast it is the interface's, which an answer
+// can leave from.
+func pktinfoDst(ctl []byte) netip.Addr {
+	var dst netip.Addr
+	for len(ctl) >= unix.CmsgLen(0) {
+		h, data, rest, err := unix.ParseOneSocketControlMessage(ctl)
+		if err != nil {
+			break
+		}
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			return netip.AddrFrom4([4]byte(data[4:8])) // ipi_spec_dst
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			dst = netip.AddrFrom16([16]byte(data[:16])) // ipi6_addr
+		}
+		ctl = rest
+	}
+	return dst
+}
+
+// setSource has out[j] leave from src, told by a control message in c.
+func (b *udpBatch) setSource(j int, c *ctrlBuf, src netip.Addr) {
+	h := &b.out[j].hdr
+	n := putPktinfo(c, src)
+	if n == 0 {
+		h.Control = nil
+	} else {
+		h.Control = &c.b[0]
+	}
+	h.SetControllen(n)
+}
+
+// putPktinfo writes into c the control message that sends a datagram
+// from src, and returns its length: 0 where src is unknown or a multicast
+// address, which no answer can leave from. Its ifindex 0 leaves the
+// interface to the route, as without one. A mapped IPv4 address goes as
+// in_pktinfo: the kernel sends to a mapped address as IPv4.
+func putPktinfo(c *ctrlBuf, src netip.Addr) int {
+	if !src.IsValid() || src.IsMulticast() {
+		return 0
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&c.b))
+	data := unsafe.Add(unsafe.Pointer(&c.b), unix.CmsgLen(0))
+	if src.Is4() || src.Is4In6() {
+		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+		h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+		*(*unix.Inet4Pktinfo)(data) = unix.Inet4Pktinfo{Spec_dst: src.Unmap().As4()}
+		return unix.CmsgSpace(unix.SizeofInet4Pktinfo)
+	}
+	h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
+	h.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
+	*(*unix.Inet6Pktinfo)(data) = unix.Inet6Pktinfo{Addr: src.As16()}
+	return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 }
