@@ -13,6 +13,8 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
+
+	"github.com/etcdns/etcdns/internal/testdns"
 )
 
 // A server on a wildcard address answers from the address the client
@@ -20,15 +22,18 @@ import (
 // much as 127.0.0.1, and left to the route an answer to a client at
 // 127.0.0.1 leaves from 127.0.0.1. So for an IPv4 socket and for a
 // dual-stack one (what Go binds for :53 and 0.0.0.0:53), read in the
-// kernel and in Go's poller.
+// kernel and in Go's poller, for an answer from the zone and a forwarded
+// one.
 func TestWildcardAnswersFromAddressAsked(t *testing.T) {
+	up, asked := testdns.Upstream(t)
 	for _, wait := range readerWaits {
 		for _, network := range []string{"udp4", "udp"} {
 			t.Run(wait.name+"/"+network, func(t *testing.T) {
 				srv := newServer(t, testSnapshot(t, 0))
 				srv.kernelWaitFrom = wait.from
+				withForwarding(t, srv, up, "127.0.0.0/8")
 				port := serveWildcard(t, srv, network)
-				for _, name := range []string{"kubernetes.default.svc.cluster.local."} {
+				for _, name := range []string{"kubernetes.default.svc.cluster.local.", "www.example.org."} {
 					to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
 					if from := answerSource(t, "127.0.0.1", to, name); from != to {
 						t.Errorf("%s asked at %s: the answer came from %s", name, to, from)
@@ -36,6 +41,9 @@ func TestWildcardAnswersFromAddressAsked(t *testing.T) {
 				}
 			})
 		}
+	}
+	if asked.Load() == 0 {
+		t.Error("the upstream was never asked: no answer was forwarded")
 	}
 }
 

@@ -598,7 +598,7 @@ func (w *worker) respond(b []byte) []byte {
 			m = cached
 		case w.pc == nil:
 			m = ask()
-		case s.forwardUDP(w.pc, w.from, sn, req, len(b), size, start, forwarded, ask):
+		case s.forwardUDP(w.pc, w.from, w.asked, sn, req, len(b), size, start, forwarded, ask):
 			return nil
 		case chased:
 			// Every slot taken: the answer without what is outside, as

@@ -18,7 +18,9 @@ import (
 // goroutine of its own, so a slow upstream holds up the queries waiting on
 // it and never the socket's reader. It is false when maxForwarding queries
 // wait already. forwarded: the answer is an upstream's, counted as such.
-func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapshot, req *dns.Msg, reqSize, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
+// asked: where the query was sent, the answer's source; invalid: left to
+// the route.
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, asked netip.Addr, sn *snap.Snapshot, req *dns.Msg, reqSize, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -30,7 +32,11 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, sn *snap.Snapsho
 		defer func() { <-s.slots }()
 		b, m, _ := s.pack(ask(), size, nil)
 		if b != nil {
-			_, _ = pc.WriteToUDPAddrPort(b, to)
+			if oob := pktinfo(asked); oob == nil {
+				_, _ = pc.WriteToUDPAddrPort(b, to)
+			} else if _, _, err := pc.WriteMsgUDPAddrPort(b, oob, to); err != nil {
+				_, _ = pc.WriteToUDPAddrPort(b, to) // refused from there (an address since removed)
+			}
 			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
 			if lm, ok := s.logs(b); ok {
 				s.logQuery(to, false, req, reqSize, lm, b, time.Since(start))

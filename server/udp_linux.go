@@ -395,3 +395,13 @@ func putPktinfo(c *ctrlBuf, src netip.Addr) int {
 	*(*unix.Inet6Pktinfo)(data) = unix.Inet6Pktinfo{Addr: src.As16()}
 	return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 }
+
+// pktinfo is the control message that sends a datagram from src, nil
+// where none is needed.
+func pktinfo(src netip.Addr) []byte {
+	c := new(ctrlBuf)
+	if n := putPktinfo(c, src); n > 0 {
+		return c.b[:n]
+	}
+	return nil
+}

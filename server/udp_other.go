@@ -4,6 +4,7 @@ package server
 
 import (
 	"net"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -20,3 +21,6 @@ type udpStop struct{}
 func (s *Server) newUDPStop() *udpStop { return nil }
 func (u *udpStop) signal()             {}
 func (u *udpStop) close()              {}
+
+// pktinfo: off Linux no socket learns where a datagram was sent.
+func pktinfo(netip.Addr) []byte { return nil }
