@@ -145,6 +145,10 @@ func (t *tcpServer) conn(c net.Conn) {
 		return true
 	}
 	l := make([]byte, 2) // once: an array here would escape to the heap per query
+	// Only an answer moves the idle deadline: a client sending messages
+	// that get none (empty frames, garbage) would otherwise hold its
+	// connection, and one of tcp-max-connections, for ever.
+	answered := true
 	for {
 		if !buffered(r) {
 			if !flush(true) {
@@ -153,8 +157,14 @@ func (t *tcpServer) conn(c net.Conn) {
 			t.mu.Lock()
 			closed := t.closed
 			t.mu.Unlock()
-			if closed || c.SetReadDeadline(time.Now().Add(t.idle)) != nil {
+			if closed {
 				return
+			}
+			if answered {
+				if c.SetReadDeadline(time.Now().Add(t.idle)) != nil {
+					return
+				}
+				answered = false
 			}
 		}
 		if _, err := io.ReadFull(r, l); err != nil {
@@ -181,6 +191,7 @@ func (t *tcpServer) conn(c net.Conn) {
 			out = w.handle(w.in[:n])
 		}
 		if out != nil {
+			answered = true
 			if held == nil {
 				held = pendingPool.Get().(*[]byte)
 				pending = (*held)[:0]

@@ -285,6 +285,53 @@ func TestTCPBounds(t *testing.T) {
 	})
 }
 
+// Messages that get no answer (empty frames) do not keep a connection
+// from being idle: only answers move its deadline.
+func TestTCPIdleIgnoresUnansweredMessages(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 0))
+	srv.TCPIdle = 300 * time.Millisecond
+	at := serve(t, srv, "127.0.0.1:0")
+	c, err := net.Dial("tcp", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	q, err := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA).Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(append([]byte{byte(len(q) >> 8), byte(len(q))}, q...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c, make([]byte, 2)); err != nil {
+		t.Fatalf("no answer to a query: %v", err)
+	}
+	start := time.Now()
+	closed := make(chan time.Duration)
+	go func() {
+		_, _ = io.Copy(io.Discard, c) // the rest of the answer, then EOF when closed
+		closed <- time.Since(start)
+	}()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case d := <-closed:
+			if d > time.Second {
+				t.Fatalf("closed %v after the last answer, idle time 300ms", d)
+			}
+			return
+		case <-tick.C:
+			if _, err := c.Write([]byte{0, 0}); err != nil {
+				return // closed while we wrote
+			}
+			if time.Since(start) > 3*time.Second {
+				t.Fatal("empty frames kept the connection open past three seconds, idle time 300ms")
+			}
+		}
+	}
+}
+
 func waitUntil(t *testing.T, f func() bool) {
 	t.Helper()
 	for range 100 {
