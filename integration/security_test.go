@@ -216,7 +216,7 @@ func TestEtcdSecurity(t *testing.T) {
 	if forged == "" {
 		t.Fatalf("no clusterset A record of api among A's records: %v", wantA)
 	}
-	forgedValue := `{"host":"10.112.0.20","ttl":5,"group":"api.prod.svc.clusterset.local","cluster":"b","source":"serviceexport/prod/api"}`
+	forgedValue := `{"host":"10.112.0.20","ttl":5,"group":"api.prod.svc.clusterset.local","cluster":"b","source":"serviceimport/prod/api"}`
 	must(etcd.Client(t, "b-publisher", "").Put(ctx, forged, forgedValue))
 	before := owned("b")
 
@@ -321,7 +321,7 @@ func TestEtcdSecurity(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() error {
 		b, _ := os.ReadFile(pubA.LogPath)
-		if !strings.Contains(string(b), `msg="record key held by another owner; not overwriting it" unit=serviceexport/prod/api key=`+forged+` holder=`) {
+		if !strings.Contains(string(b), `msg="record key held by another owner; not overwriting it" unit=serviceimport/prod/api key=`+forged+` holder=`) {
 			return fmt.Errorf("A's publisher did not say it left %s to its holder", forged)
 		}
 		return nil
