@@ -67,12 +67,14 @@ var corednsTypes = map[string]bool{
 	"HTTPS": true, "IXFR": true, "AXFR": true, "ANY": true,
 }
 
-// latCell is one zone's answer times: a count per slot of unionBuckets
-// (the last slot is +Inf) and their sum in nanoseconds.
+// latCell is one zone's answer times, of answers from memory or of an
+// upstream's: a count per slot of unionBuckets (the last slot is +Inf)
+// and their sum in nanoseconds.
 type latCell struct {
-	zone  string
-	slots [32]atomic.Uint64
-	sumNs atomic.Uint64
+	zone     string
+	upstream bool
+	slots    [32]atomic.Uint64
+	sumNs    atomic.Uint64
 }
 
 func (l *latCell) observeN(d time.Duration, n uint64) {
@@ -111,7 +113,7 @@ type queryMetrics struct {
 
 	mu    sync.Mutex
 	cells map[cellKey]*queryCell
-	lats  map[string]*latCell
+	lats  map[latKey]*latCell
 
 	queries, requests, responses, ownLat, cdLat *prometheus.Desc
 }
@@ -119,11 +121,11 @@ type queryMetrics struct {
 func newQueryMetrics() *queryMetrics {
 	q := &queryMetrics{
 		cells: map[cellKey]*queryCell{},
-		lats:  map[string]*latCell{},
+		lats:  map[latKey]*latCell{},
 		queries: prometheus.NewDesc("etcdns_dnsd_queries_total",
 			"DNS queries answered, by question type and response code.", []string{"qtype", "rcode"}, nil),
 		ownLat: prometheus.NewDesc("etcdns_dnsd_query_duration_seconds",
-			"Time from a query read to its response; the queries of one UDP batch share the batch's time, read to sent.", nil, nil),
+			"Time from a query read to its response; the queries of one UDP batch share the batch's time, read to sent. source: memory for dnsd's own answers, upstream for a forwarded or stub domain's.", []string{"source"}, nil),
 		requests: prometheus.NewDesc("coredns_dns_requests_total",
 			"Counter of DNS requests made per zone, protocol and family (CoreDNS's name; see server/metrics.go for the labels).",
 			[]string{"server", "zone", "view", "proto", "family", "type"}, nil),
@@ -145,10 +147,11 @@ func (q *queryMetrics) cell(key cellKey) *queryCell {
 	if c := q.cells[key]; c != nil {
 		return c
 	}
-	l := q.lats[key.zone]
+	lk := latKey{key.zone, key.plugin == "forward"}
+	l := q.lats[lk]
 	if l == nil {
-		l = &latCell{zone: key.zone}
-		q.lats[key.zone] = l
+		l = &latCell{zone: lk.zone, upstream: lk.upstream}
+		q.lats[lk] = l
 	}
 	c := &queryCell{key: key, lat: l}
 	q.cells[key] = c
@@ -203,22 +206,49 @@ func (q *queryMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(q.responses, prometheus.CounterValue, float64(n), server, k[0], "", k[1], k[2])
 	}
 
-	n := len(unionBuckets) + 1
-	allSlots := make([]uint64, n)
-	var allSum uint64
-	for _, l := range lats {
-		slots := make([]uint64, n)
-		for i := range slots {
-			slots[i] = l.slots[i].Load()
-			allSlots[i] += slots[i]
-		}
-		sum := l.sumNs.Load()
-		allSum += sum
-		count, buckets := cumulative(slots, corednsBuckets)
-		ch <- prometheus.MustNewConstHistogram(q.cdLat, count, float64(sum)/1e9, buckets, server, l.zone, "")
+	// CoreDNS's histogram is a zone's, upstream or not; dnsd's own is
+	// split by where the answer came from, so that a slow upstream does
+	// not read as a slow dnsd (EtcdnsDnsdLatencyHigh).
+	type sums struct {
+		slots []uint64
+		ns    uint64
 	}
-	count, buckets := cumulative(allSlots, ownBuckets)
-	ch <- prometheus.MustNewConstHistogram(q.ownLat, count, float64(allSum)/1e9, buckets)
+	add := func(m map[string]*sums, k string, l *latCell) {
+		s := m[k]
+		if s == nil {
+			s = &sums{slots: make([]uint64, len(unionBuckets)+1)}
+			m[k] = s
+		}
+		for i := range s.slots {
+			s.slots[i] += l.slots[i].Load()
+		}
+		s.ns += l.sumNs.Load()
+	}
+	zones, sources := map[string]*sums{}, map[string]*sums{"memory": nil}
+	for _, l := range lats {
+		add(zones, l.zone, l)
+		source := "memory"
+		if l.upstream {
+			source = "upstream"
+		}
+		add(sources, source, l)
+	}
+	for zone, s := range zones {
+		count, buckets := cumulative(s.slots, corednsBuckets)
+		ch <- prometheus.MustNewConstHistogram(q.cdLat, count, float64(s.ns)/1e9, buckets, server, zone, "")
+	}
+	for source, s := range sources {
+		if s == nil {
+			s = &sums{slots: make([]uint64, len(unionBuckets)+1)}
+		}
+		count, buckets := cumulative(s.slots, ownBuckets)
+		ch <- prometheus.MustNewConstHistogram(q.ownLat, count, float64(s.ns)/1e9, buckets, source)
+	}
+}
+
+type latKey struct {
+	zone     string
+	upstream bool
 }
 
 // cumulative turns counts per slot of unionBuckets into a histogram's

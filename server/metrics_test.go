@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/etcdns/etcdns/internal/testdns"
 	"github.com/etcdns/etcdns/server/snap"
 )
 
@@ -74,8 +76,8 @@ func TestCoreDNSMetrics(t *testing.T) {
 		`coredns_dns_request_duration_seconds_bucket{` + server + `,view="",zone="cluster.local.",le="8.192"} 4`,
 		`etcdns_dnsd_queries_total{qtype="A",rcode="NOERROR"} 3`,
 		`etcdns_dnsd_queries_total{qtype="none",rcode="FORMERR"} 1`,
-		`etcdns_dnsd_query_duration_seconds_bucket{le="5e-06"}`,
-		`etcdns_dnsd_query_duration_seconds_count 7`,
+		`etcdns_dnsd_query_duration_seconds_bucket{source="memory",le="5e-06"}`,
+		`etcdns_dnsd_query_duration_seconds_count{source="memory"} 7`,
 	}
 	// A batch of UDP replies has its latencies observed once it is sent
 	// (endBatch), so the client can read a reply before the duration
@@ -129,5 +131,35 @@ func TestLatencyBuckets(t *testing.T) {
 	}
 	if got := l.sumNs.Load(); got != 2*uint64(3*time.Microsecond+200*time.Microsecond+250*time.Microsecond+3*time.Millisecond+20*time.Second) {
 		t.Errorf("sum %d ns", got)
+	}
+}
+
+// dnsd's own answer-time histogram tells its answers from an upstream's,
+// which EtcdnsDnsdLatencyHigh leaves out; CoreDNS's per-zone one holds
+// both, as CoreDNS's does.
+func TestLatencyBySource(t *testing.T) {
+	sn := testSnapshot(t, 0)
+	reg := prometheus.NewRegistry()
+	srv := New(func() *snap.Snapshot { return sn }, opts, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	up, _ := testdns.Upstream(t)
+	withForwarding(t, srv, up, "127.0.0.0/8")
+	w := &worker{s: srv, tcp: true, from: netip.MustParseAddrPort("127.0.0.1:5300")}
+	for _, name := range []string{"kubernetes.default.svc.cluster.local.", "example.com.", "example.org.", "8.8.8.8.in-addr.arpa."} {
+		b, _ := new(dns.Msg).SetQuestion(name, dns.TypeA).Pack()
+		if w.handle(b) == nil {
+			t.Fatalf("%s: no answer", name)
+		}
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`etcdns_dnsd_query_duration_seconds_count{source="memory"} 1`,
+		`etcdns_dnsd_query_duration_seconds_count{source="upstream"} 3`,
+		`coredns_dns_request_duration_seconds_count{server="dns://",view="",zone="."} 2`,
+		`coredns_dns_request_duration_seconds_count{server="dns://",view="",zone="in-addr.arpa."} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

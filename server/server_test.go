@@ -153,7 +153,7 @@ func TestOps(t *testing.T) {
 	}
 	nope, _ := new(dns.Msg).SetQuestion("nope.cluster.local.", dns.TypeA).Pack()
 	(&worker{s: srv, tcp: true}).handle(nope)
-	if _, body := get("/metrics"); !strings.Contains(body, `etcdns_dnsd_queries_total{qtype="A",rcode="NXDOMAIN"} 1`) || !strings.Contains(body, "etcdns_dnsd_query_duration_seconds_count 1") {
+	if _, body := get("/metrics"); !strings.Contains(body, `etcdns_dnsd_queries_total{qtype="A",rcode="NXDOMAIN"} 1`) || !strings.Contains(body, `etcdns_dnsd_query_duration_seconds_count{source="memory"} 1`) {
 		t.Fatalf("metrics:\n%s", body)
 	}
 	// A scraper that offers gzip gets the page plain (see Handler).
