@@ -46,9 +46,9 @@ const ImportSourcePrefix = "serviceimport/"
 
 // PerCluster reports whether the value is one cluster's own answer for
 // its name, not a share of the clusterset's: a reader that knows its
-// cluster serves only that cluster's such values where there are any, as
-// another cluster's clusterset IP routes nowhere there (or to a different
-// service in the same range). CoreDNS's etcd plugin serves them all.
+// cluster serves that cluster's such values and no other's, as another
+// cluster's clusterset IP routes nowhere there (or to a different service
+// in the same range). CoreDNS's etcd plugin serves them all.
 func (v Value) PerCluster() bool { return strings.HasPrefix(v.Source, ImportSourcePrefix) }
 
 // maxValue bounds what Decode accepts. etcd's default request limit is

@@ -1,6 +1,7 @@
 package snap
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -146,13 +147,15 @@ func TestBuildPutsLocalClusterFirst(t *testing.T) {
 			want: []string{csName + ". 3 IN A 10.100.0.1", csName + ". 3 IN A 10.2.0.1"}, local: 1},
 		// Spec 001 lets each cluster have its own clusterset IP: another
 		// cluster's routes nowhere here, or to a service of this cluster's
-		// range.
+		// range, so a dnsd that knows its cluster holds its own alone.
 		{name: "own answers: only the local cluster's clusterset IP", cluster: "a", owner: csName, typ: dns.TypeA,
 			kvs: perCluster, want: []string{A("10.1.0.1")}, local: 1},
 		{name: "own answers: another cluster's dnsd answers its own", cluster: "c", owner: csName, typ: dns.TypeA,
 			kvs: perCluster, want: []string{A("10.3.0.1")}, local: 1},
-		{name: "own answers: a cluster with none here answers all", cluster: "d", owner: csName, typ: dns.TypeA,
-			kvs: perCluster, want: []string{A("10.2.0.1"), A("10.1.0.1"), A("10.3.0.1")}, local: 0},
+		{name: "own answers: a cluster with none here answers none", cluster: "d", owner: csName, typ: dns.TypeA,
+			kvs: append(slices.Clone(perCluster), csKV{csName, "k4", a("10.9.0.1", "b")}), want: []string{A("10.9.0.1")}, local: 0},
+		{name: "own answers: one of its own AAAA does not let others' A in", cluster: "a", owner: csName, typ: dns.TypeA,
+			kvs: []csKV{{csName, "k1", own("10.2.0.1", "b")}, {csName, "k2", own("fd00:a::1", "a")}}, want: []string{}, local: 0},
 		{name: "own answers: no cluster id answers all", cluster: "", owner: csName, typ: dns.TypeA,
 			kvs: perCluster, want: []string{A("10.2.0.1"), A("10.1.0.1"), A("10.3.0.1")}, local: 0},
 		{name: "own answers: the same IP in every cluster is one record", cluster: "a", owner: csName, typ: dns.TypeA,
@@ -175,6 +178,22 @@ func TestBuildPutsLocalClusterFirst(t *testing.T) {
 				t.Errorf("got %q local %d\nwant %q local %d", got, set.Local, c.want, c.local)
 			}
 		})
+	}
+}
+
+// A dnsd that knows its cluster holds no other cluster's own answers: a
+// name only they have does not exist for it, and costs it no memory. One
+// that does not know its cluster holds them all.
+func TestOthersOwnAreNotHeld(t *testing.T) {
+	own := func(ip, cluster string) string {
+		return `{"host":"` + ip + `","cluster":"` + cluster + `","source":"serviceimport/app/web"}`
+	}
+	kvs := []csKV{{csName, "k1", own("10.2.0.1", "b")}, {csName, "k2", own("10.3.0.1", "c")}}
+	if z := csBuild(t, "a", kvs); z.Node(csName) != nil || z.Records != 0 {
+		t.Errorf("cluster a holds %d records of other clusters' own, and the name", z.Records)
+	}
+	if z := csBuild(t, "", kvs); z.Records != 2 || len(z.Node(csName).RRSet(dns.TypeA).RRs) != 2 {
+		t.Errorf("a dnsd with no cluster id holds %d records, want both clusters'", z.Records)
 	}
 }
 

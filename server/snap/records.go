@@ -121,18 +121,13 @@ func (n *Node) Has(t uint16) bool {
 // smallest TTL among them (RFC 2181 section 5.2). The local cluster's
 // entries go in first, so the set's local records lead it and a record
 // that a remote cluster also holds is deduplicated into the local group,
-// not the remote one. Where the local cluster has its own answer for the
-// name (Origin.Own: its clusterset IPs), other clusters' own answers are
-// left out: their clusterset IPs are theirs.
+// not the remote one.
 func (n *Node) build(t uint16, owner string) RRSet {
 	es := n.Entries()
 	count, last := 0, 0
-	ownLocal := false
 	for i := range es {
 		if es[i].typ == t && served(&es[i]) {
 			count, last = count+1, i
-			o := es[i].Origin()
-			ownLocal = ownLocal || o.Own && o.line.cluster != "" && o.Cluster == o.line.cluster
 		}
 	}
 	if count == 0 {
@@ -157,9 +152,6 @@ func (n *Node) build(t uint16, owner string) RRSet {
 		for i := range es {
 			e := &es[i]
 			if e.typ != t || cluster != "" && (e.Origin().Cluster == cluster) != local {
-				continue
-			}
-			if !local && ownLocal && e.Origin().Own {
 				continue
 			}
 			rr, _ := newRR(owner, e, defTTL, false)

@@ -179,9 +179,9 @@ type Zone struct {
 type lineage struct {
 	ttl     uint32
 	cluster string
-	origins map[originKey]*Origin
-	none    *Origin // of the values that name no cluster
-	batches uint32  // Edit calls, so a node knows which batch made it
+	origins map[string]*Origin // by cluster
+	none    *Origin            // of the values that name no cluster
+	batches uint32             // Edit calls, so a node knows which batch made it
 }
 
 // KeyRange is the etcd key range the zone's records are under ("" if the
@@ -201,8 +201,8 @@ func NewZone(c Config) *Zone {
 		z.stubRange, _ = keys.StubRange(c.Prefix, c.Name)
 	}
 	z.names = []*leaf{new(leaf)}
-	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[originKey]*Origin{}}
-	z.line.none = newOrigin(originKey{}, z.line)
+	z.line = &lineage{ttl: c.TTL, cluster: c.Cluster, origins: map[string]*Origin{}}
+	z.line.none = newOrigin("", z.line)
 	return z
 }
 
@@ -454,29 +454,20 @@ func (e *Entry) Origin() *Origin { return e.extra().origin }
 // spare for it.
 type Origin struct {
 	Cluster string
-	// Own is set on a cluster's own answer for a name (keys.Value.PerCluster:
-	// its clusterset IP): where the serving cluster has one, the others'
-	// are not answered (build).
-	Own   bool
-	plain extra // the extra of its address records with packed ids
-	line  *lineage
-}
-
-type originKey struct {
-	cluster string
-	own     bool
+	plain   extra // the extra of its address records with packed ids
+	line    *lineage
 }
 
 // newOrigin returns an Origin of l whose plain extra points back to it.
-func newOrigin(k originKey, l *lineage) *Origin {
-	o := &Origin{Cluster: k.cluster, Own: k.own, line: l}
+func newOrigin(cluster string, l *lineage) *Origin {
+	o := &Origin{Cluster: cluster, line: l}
 	o.plain.origin = o
 	return o
 }
 
 // noOrigin is the origin of an entry no value was parsed into yet (or
 // none could be): such an entry is never held in a node.
-var noOrigin = newOrigin(originKey{}, &lineage{})
+var noOrigin = newOrigin("", &lineage{})
 
 // Value returns the value an entry was read from, less what dnsd drops
 // (group, targetstrip, source), for debugging.
@@ -566,6 +557,13 @@ func (z *Zone) ParseHeld(key string, value []byte, held Held) (string, Entry, er
 	if err != nil {
 		return owner, e, err
 	}
+	if z.Cluster != "" && v.PerCluster() && v.Cluster != z.Cluster {
+		// Another cluster's own answer (its clusterset IP) is never this
+		// one's: it may route nowhere here, or to a different service of
+		// this cluster's range, and where the service is not imported
+		// here it has no clusterset IP here. An entry of no type is none.
+		return owner, e, nil
+	}
 	t, err := v.Type(owner, z.Reverse)
 	if err != nil {
 		return owner, e, err
@@ -598,7 +596,7 @@ func (z *Zone) ParseHeld(key string, value []byte, held Held) (string, Entry, er
 			x.data = strings.Clone(target)
 		}
 	}
-	if o := z.line.origin(originKey{v.Cluster, v.PerCluster()}); e.extra().shared() {
+	if o := z.line.origin(v.Cluster); e.extra().shared() {
 		e.x = unsafe.Pointer(&o.plain)
 	} else {
 		e.extra().origin = o
@@ -642,23 +640,28 @@ func (x *extra) shared() bool { return x == &x.origin.plain }
 // they point to.
 const maxOrigins = 1 << 10
 
-// origin returns the one shared Origin of a cluster's records, or of its
-// own answers: a clusterset has a handful, and the records of each share
-// it.
-func (l *lineage) origin(k originKey) *Origin {
-	if k == (originKey{}) {
+// origin returns the one shared Origin of a cluster: a clusterset has a
+// handful, and the records of each share it.
+func (l *lineage) origin(cluster string) *Origin {
+	if cluster == "" {
 		return l.none
 	}
-	if o, ok := l.origins[k]; ok {
+	if o, ok := l.origins[cluster]; ok {
 		return o
 	}
 	if len(l.origins) >= maxOrigins {
 		clear(l.origins)
 	}
-	k.cluster = strings.Clone(k.cluster)
-	o := newOrigin(k, l)
-	l.origins[k] = o
+	o := newOrigin(strings.Clone(cluster), l)
+	l.origins[o.Cluster] = o
 	return o
+}
+
+// Carries reports whether a record of the zone, or of one loaded before
+// it of the same lineage, named cluster.
+func (z *Zone) Carries(cluster string) bool {
+	_, ok := z.line.origins[cluster]
+	return ok
 }
 
 // parent returns the name one label up, and false at the apex.

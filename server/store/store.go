@@ -565,6 +565,7 @@ func (s *Store) Run(ctx context.Context) error {
 			if first {
 				first = false
 				s.log.Info("loaded all zones", "revision", loaded.Rev, "cluster_revision", now, "records", countRecords(loaded))
+				s.checkClusterID(loaded)
 				s.readyAt, s.readyBy = now, time.Now().Add(s.live.Timeout)
 				s.caughtUp(loaded.Rev)
 			} else {
@@ -952,6 +953,25 @@ func reverseLast(c snap.Config) int {
 		return 1
 	}
 	return 0
+}
+
+// checkClusterID warns when dnsd has a cluster id that no record carries:
+// most likely not the one its cluster's publisher writes, and then it
+// puts no cluster's records first and answers no clusterset IP.
+func (s *Store) checkClusterID(sn *snap.Snapshot) {
+	cluster := ""
+	for _, z := range sn.Zones {
+		if z.Cluster == "" || z.Records == 0 {
+			continue
+		}
+		if z.Carries(z.Cluster) {
+			return
+		}
+		cluster = z.Cluster
+	}
+	if cluster != "" {
+		s.log.Warn("no record names this dnsd's cluster.id; if its cluster's publisher writes another (its log says \"cluster id\" at start), dnsd answers none of that cluster's clusterset IPs and puts no cluster's records first", "cluster", cluster)
+	}
 }
 
 // heldNames finds the names nodes have already, for snap.ParseHeld: in

@@ -637,3 +637,21 @@ func TestWatchFollowsEveryPrefix(t *testing.T) {
 		t.Errorf("restarts{error} = %v, want none", got)
 	}
 }
+
+// A cluster id no record carries is most likely not the publisher's: dnsd
+// says so once loaded, as it would answer no clusterset IP.
+func TestCheckClusterIDWarns(t *testing.T) {
+	kvs := []snap.KV{{Key: "/skydns/local/cluster/svc/default/kubernetes/x", Value: []byte(`{"host":"10.96.0.1","cluster":"east"}`)}}
+	for _, c := range []struct {
+		cluster string
+		warns   bool
+	}{{"east", false}, {"west", true}, {"", false}} {
+		sn, _ := snap.Build([]snap.Config{{Name: "cluster.local", Prefix: "/skydns", TTL: 5, Cluster: c.cluster}}, 1, kvs)
+		var out strings.Builder
+		s := &Store{log: slog.New(slog.NewTextHandler(&out, nil))}
+		s.checkClusterID(sn)
+		if got := strings.Contains(out.String(), "no record names this dnsd's cluster.id"); got != c.warns {
+			t.Errorf("cluster.id %q: warned %v, want %v\n%s", c.cluster, got, c.warns, out.String())
+		}
+	}
+}
