@@ -56,8 +56,8 @@ func (s *oneService) Exported(string, string) bool           { return false }
 func (s *oneService) Import(string, string) (*mcsv1alpha1.ServiceImport, bool) {
 	return nil, false
 }
-func (s *oneService) HasClusterIP(netip.Addr) bool { return false }
-func (s *oneService) Units() []string              { return []string{source.ServiceUnit("ns1", "svc1")} }
+func (s *oneService) ServicesAt(netip.Addr) []*corev1.Service { return nil }
+func (s *oneService) Units() []string                         { return []string{source.ServiceUnit("ns1", "svc1")} }
 
 // BenchmarkChangePlan is the publisher's own work per endpoint change of a
 // 100-endpoint service, before the transaction: the unit's records, its

@@ -132,15 +132,16 @@ func (w *world) Exported(ns, name string) bool {
 	return ok && !meta.IsStatusConditionFalse(e.Status.Conditions, string(mcsv1alpha1.ServiceExportValid))
 }
 
-func (w *world) HasClusterIP(ip netip.Addr) bool {
+func (w *world) ServicesAt(ip netip.Addr) []*corev1.Service {
+	var out []*corev1.Service
 	for _, s := range w.svcs {
 		for _, raw := range s.Spec.ClusterIPs {
 			if a, err := netip.ParseAddr(raw); err == nil && a == ip {
-				return true
+				out = append(out, s)
 			}
 		}
 	}
-	return false
+	return out
 }
 
 func (w *world) Import(ns, name string) (*mcsv1alpha1.ServiceImport, bool) {

@@ -2,10 +2,12 @@ package publisher
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/etcdns/etcdns/keys"
@@ -44,6 +46,11 @@ func (f Filter) namespace(ns string) bool {
 		}
 	}
 	return false
+}
+
+// service reports whether the filter publishes a Service.
+func (f Filter) service(s *corev1.Service) bool {
+	return f.namespace(s.Namespace) && (f.Selector == nil || f.Selector.Matches(labels.Set(s.Labels)))
 }
 
 // Zones are the trees a publisher writes: its cluster domain and, with
@@ -98,7 +105,7 @@ func Desired(z Zones, src source.Source, f Filter, unit string) ([]keys.Record, 
 			return nil, nil
 		}
 		svc, ok := src.Service(ns, name)
-		if !ok || (f.Selector != nil && !f.Selector.Matches(labels.Set(svc.Labels))) {
+		if !ok || !f.service(svc) {
 			return nil, nil
 		}
 		if kind == "service" {
@@ -124,7 +131,9 @@ func Desired(z Zones, src source.Source, f Filter, unit string) ([]keys.Record, 
 		if !ok {
 			return nil, nil
 		}
-		return z.Clusterset.Imported(imp, src.HasClusterIP)
+		// A Service the filter leaves out publishes no PTR of its own.
+		published := func(ip netip.Addr) bool { return slices.ContainsFunc(src.ServicesAt(ip), f.service) }
+		return z.Clusterset.Imported(imp, published)
 	case "pod":
 		if !f.Pods || !f.namespace(ns) {
 			return nil, nil

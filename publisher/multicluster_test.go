@@ -2,6 +2,9 @@ package publisher
 
 import (
 	"context"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -237,5 +240,102 @@ func TestExclusiveRefusesWhileLeading(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "publisher-0") {
 		t.Errorf("err = %v, want it to name the running publisher", err)
+	}
+}
+
+// TestClustersetUpgradeFromExportLayout: before, the export unit wrote a
+// ClusterSetIP service's records (source serviceexport/...). A publisher
+// of this version over that tree deletes them and writes the import's;
+// the PTR, whose key both want, passes from the one to the other.
+func TestClustersetUpgradeFromExportLayout(t *testing.T) {
+	cli := startEtcd(t)
+	east := newMember(t, cli, "east")
+	east.export("test", "api", "10.112.0.1")
+	old, err := kube.NewBuilder(keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns-east", Cluster: "east", TTL: 5}, kube.ClustersetZone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, name, ip := "serviceexport/test/api", "api.test.svc.clusterset.local", netip.MustParseAddr("10.112.0.1")
+	put := func(r keys.Record, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(context.Background(), r.Key, string(r.Value.Encode())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(old.Address(name, src, ip))
+	put(old.PTR(ip, src, name))
+	put(old.SRV(name, "http", "tcp", src, 80, name))
+	east.start(nil)
+	sources := func(prefix string) []string {
+		var out []string
+		for _, v := range dumpPrefix(t, cli, prefix) {
+			val, err := keys.Decode([]byte(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, val.Group+" "+val.Source)
+		}
+		slices.Sort(out)
+		return out
+	}
+	want := []string{
+		"1.0.112.10.in-addr.arpa serviceimport/test/api",
+		"_http._tcp.api.test.svc.clusterset.local serviceimport/test/api",
+		"api.test.svc.clusterset.local serviceimport/test/api",
+	}
+	var got []string
+	waitFor(t, "the import's records in place of the export's", func() bool {
+		got = append(sources("/skydns/local/clusterset/svc/"), sources("/skydns-east/arpa/in-addr/10/112/")...)
+		slices.Sort(got)
+		return slices.Equal(got, want)
+	})
+}
+
+// A Service the publisher's selector leaves out publishes no PTR, so an
+// import at its address has the PTR, as with no Service there.
+func TestImportPTRBesideAFilteredService(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(`apiVersion: v1
+kind: Service
+metadata: {name: derived, namespace: apps, labels: {dns: "off"}}
+spec: {clusterIP: 10.96.0.5, clusterIPs: [10.96.0.5], ports: [{name: http, port: 80}]}
+---
+apiVersion: multicluster.x-k8s.io/v1alpha1
+kind: ServiceImport
+metadata: {name: api, namespace: apps}
+spec: {type: ClusterSetIP, ips: [10.96.0.5], ports: [{name: http, port: 80, protocol: TCP}]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src := source.NewFiles(dir, false, quiet())
+	if err := src.Start(context.Background(), func(string, time.Time) {}); err != nil {
+		t.Fatal(err)
+	}
+	l := keys.Layout{Prefix: "/skydns", ReversePrefix: "/skydns", Cluster: "c", TTL: 5}
+	b, _ := kube.NewBuilder(l, "cluster.local")
+	cs, _ := kube.NewBuilder(l, kube.ClustersetZone)
+	for _, c := range []struct {
+		selector, ptr string
+	}{
+		{"", "derived.apps.svc.cluster.local"}, // spec 001 2.3.3's Limitations: the Service's PTR is the one
+		{"dns!=off", "api.apps.svc.clusterset.local"},
+	} {
+		f, err := NewFilter(nil, c.selector, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, _ := All(Zones{Cluster: b, Clusterset: &cs}, src, f)
+		var ptrs []string
+		for _, r := range recs {
+			if r.Name == "5.0.96.10.in-addr.arpa" {
+				ptrs = append(ptrs, r.Value.Host)
+			}
+		}
+		if !slices.Equal(ptrs, []string{c.ptr}) {
+			t.Errorf("selector %q: PTRs of 10.96.0.5 %v, want %s", c.selector, ptrs, c.ptr)
+		}
 	}
 }

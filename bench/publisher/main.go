@@ -603,7 +603,7 @@ func (m *mem) Exported(string, string) bool { return false }
 
 func (m *mem) Import(string, string) (*mcsv1alpha1.ServiceImport, bool) { return nil, false }
 
-func (m *mem) HasClusterIP(netip.Addr) bool { return false }
+func (m *mem) ServicesAt(netip.Addr) []*corev1.Service { return nil }
 
 func (m *mem) Units() []string {
 	m.mu.RLock()

@@ -66,7 +66,8 @@ func (b Builder) Exported(svc *corev1.Service, epSlices []*discoveryv1.EndpointS
 		return s.sorted() // ClusterSetIP: the import's records
 	}
 	if imp != nil && imp.Spec.Type == mcsv1alpha1.ClusterSetIP {
-		s.fail("export %s/%s: the service is headless here, but its ServiceImport is ClusterSetIP: its endpoints are not published", svc.Namespace, svc.Name)
+		// Not a problem of the object: the MCS controller resolved a
+		// type conflict, and says so in the export's Conflict condition.
 		return s.sorted()
 	}
 	name := svc.Name + "." + svc.Namespace + ".svc." + b.Zone

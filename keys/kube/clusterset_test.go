@@ -41,10 +41,9 @@ func TestExported(t *testing.T) {
 		svc:  service("test", "myservice", []string{"10.96.0.10"}, httpsPort),
 		imp:  imp,
 	}, {
-		name:    "headless-import-clustersetip", // the export lost a type conflict
-		svc:     service("test", "myservice", []string{"None"}),
-		imp:     imp,
-		problem: "export test/myservice: the service is headless here, but its ServiceImport is ClusterSetIP: its endpoints are not published",
+		name: "headless-import-clustersetip", // the export lost a type conflict: the export's Conflict condition says so
+		svc:  service("test", "myservice", []string{"None"}),
+		imp:  imp,
 		slices: []*discoveryv1.EndpointSlice{
 			slice("test", "myservice", "myservice-a", discoveryv1.AddressTypeIPv4, nil, ep{ip: "10.3.0.100"}),
 		},

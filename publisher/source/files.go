@@ -377,15 +377,16 @@ func (f *Files) Pod(namespace, name string) (*corev1.Pod, bool) {
 	return p, ok
 }
 
-func (f *Files) HasClusterIP(ip netip.Addr) bool {
+func (f *Files) ServicesAt(ip netip.Addr) []*corev1.Service {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	var out []*corev1.Service
 	for _, s := range f.state.services {
 		if slices.Contains(serviceIPs(s), ip.Unmap().String()) {
-			return true
+			out = append(out, s)
 		}
 	}
-	return false
+	return out
 }
 
 func (f *Files) Exported(namespace, name string) bool {

@@ -159,13 +159,15 @@ func (k *Kube) Start(ctx context.Context, notify Notify) error {
 		f := informers.NewSharedInformerFactoryWithOptions(k.client, k.resync, informers.WithNamespace(ns), informers.WithTransform(Lean))
 
 		svc := svcF.Core().V1().Services().Informer()
-		if err := svc.AddIndexers(cache.Indexers{byIP: func(obj any) ([]string, error) {
-			if s, ok := obj.(*corev1.Service); ok {
-				return serviceIPs(s), nil
+		if k.mcs != nil { // a few hundred bytes a Service, for imports only
+			if err := svc.AddIndexers(cache.Indexers{byIP: func(obj any) ([]string, error) {
+				if s, ok := obj.(*corev1.Service); ok {
+					return serviceIPs(s), nil
+				}
+				return nil, nil
+			}}); err != nil {
+				return err
 			}
-			return nil, nil
-		}}); err != nil {
-			return err
 		}
 		if _, err := svc.AddEventHandler(handler(notify, func(obj any) []string {
 			s, ok := obj.(*corev1.Service)
@@ -334,13 +336,15 @@ func (k *Kube) Exported(namespace, name string) bool {
 	return false
 }
 
-func (k *Kube) HasClusterIP(ip netip.Addr) bool {
+func (k *Kube) ServicesAt(ip netip.Addr) []*corev1.Service {
+	var out []*corev1.Service
 	for _, inf := range k.services {
-		if objs, _ := inf.GetIndexer().ByIndex(byIP, ip.Unmap().String()); len(objs) > 0 {
-			return true
+		objs, _ := inf.GetIndexer().ByIndex(byIP, ip.Unmap().String())
+		for _, o := range objs {
+			out = append(out, o.(*corev1.Service))
 		}
 	}
-	return false
+	return out
 }
 
 // importsAt are the units of the imports of any of the addresses.

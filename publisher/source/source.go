@@ -32,9 +32,10 @@ type Source interface {
 	// both are false without the multicluster API.
 	Exported(namespace, name string) bool
 	Import(namespace, name string) (*mcsv1alpha1.ServiceImport, bool)
-	// HasClusterIP reports whether a Service of this cluster has the
-	// address as a cluster IP (and so its own PTR).
-	HasClusterIP(ip netip.Addr) bool
+	// ServicesAt returns the Services of this cluster that have the
+	// address as a cluster IP (and so their own PTR, if published); with
+	// the multicluster API only, where an import's address may be one.
+	ServicesAt(ip netip.Addr) []*corev1.Service
 	// Units lists every service, export, import and (when watched) pod
 	// unit currently known.
 	Units() []string

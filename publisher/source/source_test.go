@@ -381,8 +381,8 @@ spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}
 	if imp, ok := f.Import("apps", "api"); !ok || !f.Exported("apps", "api") || imp.Spec.IPs[0] != "10.112.0.1" {
 		t.Errorf("export/import not read: %v %v", ok, imp)
 	}
-	if f.HasClusterIP(netip.MustParseAddr("10.112.0.1")) || !f.HasClusterIP(netip.MustParseAddr("10.96.0.5")) {
-		t.Error("HasClusterIP does not tell the Service's address from the import's")
+	if len(f.ServicesAt(netip.MustParseAddr("10.112.0.1"))) != 0 || len(f.ServicesAt(netip.MustParseAddr("10.96.0.5"))) != 1 {
+		t.Error("ServicesAt does not tell the Service's address from the import's")
 	}
 	// A new ClusterSetIP touches the import unit.
 	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "10.112.0.1", "10.112.0.2", 1))
