@@ -369,6 +369,8 @@ clusterset.local:{{.Port}} {
 	// 10.96.200.4 (2.3.3's Limitations). CoreDNS answers every cluster's.
 	east.createImport(t, "percluster", true, "10.43.0.3")
 	west.createImport(t, "percluster", false, "10.43.0.4", "10.96.200.4")
+	// Imported by east alone: west has no clusterset IP of it.
+	east.createImport(t, "eastonly", true, "10.43.0.5")
 	pc := "percluster" + cs
 	perCluster := []struct {
 		m     *member
@@ -382,6 +384,8 @@ clusterset.local:{{.Port}} {
 		{west, check{qname: "4.0.43.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"4.0.43.10.in-addr.arpa. 5 IN PTR " + pc}}},
 		{west, check{qname: "4.200.96.10.in-addr.arpa.", qtype: dns.TypePTR, answer: []string{"4.200.96.10.in-addr.arpa. 5 IN PTR derived.test.svc.cluster.local."}}},
 		{east, check{qname: "4.0.43.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: dns.RcodeNameError}},
+		{east, check{qname: "eastonly" + cs, qtype: dns.TypeA, answer: []string{"eastonly" + cs + " 5 IN A 10.43.0.5"}}},
+		{west, check{qname: "eastonly" + cs, qtype: dns.TypeA, rcode: dns.RcodeNameError}},
 	}
 	waitFor(t, 30*time.Second, func() error {
 		for _, c := range perCluster {
