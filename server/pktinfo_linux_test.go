@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -133,23 +134,28 @@ func TestPktinfoBadControlData(t *testing.T) {
 		t.Fatal("ctrlBuf holds less than both pktinfos")
 	}
 	var c ctrlBuf
-	v4, v6 := netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::7")
-	for _, src := range []netip.Addr{v4, v6} {
+	v4 := source{addr: netip.MustParseAddr("192.0.2.7")}
+	for _, src := range []source{v4, {addr: netip.MustParseAddr("2001:db8::7")}, {addr: netip.MustParseAddr("fe80::7"), ifindex: 3}} {
 		n := putPktinfo(&c, src)
 		if got := pktinfoDst(c.b[:n]); got != src {
-			t.Errorf("pktinfo from %s reads as %s", src, got)
+			t.Errorf("pktinfo from %v reads as %v", src, got)
 		}
 		for cut := range int((*unix.Cmsghdr)(unsafe.Pointer(&c.b)).Len) { // the padding after it may go
-			if got := pktinfoDst(c.b[:cut]); got.IsValid() {
-				t.Errorf("pktinfo from %s cut at %d reads as %s", src, cut, got)
+			if got := pktinfoDst(c.b[:cut]); got.addr.IsValid() {
+				t.Errorf("pktinfo from %v cut at %d reads as %v", src, cut, got)
 			}
 		}
 	}
-	if n := putPktinfo(&c, netip.MustParseAddr("::ffff:192.0.2.7")); n == 0 || pktinfoDst(c.b[:n]) != v4 {
+	// Only a link-local address is sent with its interface: elsewhere the
+	// route chooses, as without pktinfo.
+	if n := putPktinfo(&c, source{addr: netip.MustParseAddr("2001:db8::7"), ifindex: 3}); pktinfoDst(c.b[:n]).ifindex != 0 {
+		t.Error("a global IPv6 source is sent with an interface")
+	}
+	if n := putPktinfo(&c, source{addr: netip.MustParseAddr("::ffff:192.0.2.7")}); n == 0 || pktinfoDst(c.b[:n]) != v4 {
 		t.Error("a mapped IPv4 address is not sent as in_pktinfo")
 	}
 	for _, src := range []netip.Addr{{}, netip.MustParseAddr("ff02::1"), netip.MustParseAddr("224.0.0.1")} {
-		if n := putPktinfo(&c, src); n != 0 {
+		if n := putPktinfo(&c, source{addr: src}); n != 0 {
 			t.Errorf("pktinfo from %s: %d bytes; want none", src, n)
 		}
 	}
@@ -167,8 +173,8 @@ func TestPktinfoBadControlData(t *testing.T) {
 		c = ctrlBuf{}
 		putPktinfo(&c, v4)
 		bad()
-		if got := pktinfoDst(c.b[:]); got.IsValid() {
-			t.Errorf("garbled control data reads as %s", got)
+		if got := pktinfoDst(c.b[:]); got.addr.IsValid() {
+			t.Errorf("garbled control data reads as %v", got)
 		}
 	}
 
@@ -214,7 +220,7 @@ func TestPktinfoRefusedSourceFallsBack(t *testing.T) {
 	answer := []byte("answer")
 	b.outIo[0].Base = &answer[0]
 	b.outIo[0].SetLen(len(answer))
-	b.setSource(0, &b.ctrls[0], netip.MustParseAddr("192.0.2.7")) // not the host's
+	b.setSource(0, &b.ctrls[0], source{addr: netip.MustParseAddr("192.0.2.7")}) // not the host's
 	b.sent, b.pending = 0, 1
 	b.flush()
 
@@ -223,5 +229,40 @@ func TestPktinfoRefusedSourceFallsBack(t *testing.T) {
 	n, from, err := client.ReadFromUDPAddrPort(buf)
 	if err != nil || string(buf[:n]) != "answer" || from.Addr() != netip.MustParseAddr("127.0.0.1") {
 		t.Errorf("got %q from %s (%v); want the answer from 127.0.0.1, the route's choice", buf[:n], from, err)
+	}
+}
+
+// A dual-stack wildcard socket learns where an IPv6 datagram was sent:
+// ::1 alone is no proof of an answer's source (it is the only IPv6
+// loopback address), so the batch's reading of it is checked here.
+func TestPktinfoReadsIPv6Destination(t *testing.T) {
+	pc, err := (&net.ListenConfig{Control: udpControl}).ListenPacket(context.Background(), "udp", "[::]:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	rc, err := pc.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := pc.LocalAddr().(*net.UDPAddr).Port
+	for _, to := range []string{"::1", "127.0.0.2"} {
+		c, err := net.Dial("udp", net.JoinHostPort(to, fmt.Sprint(port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		b := newUDPBatch(newServer(t, testSnapshot(t, 0)).newUDPWorker(nil), true)
+		_ = pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if err := rc.Read(b.recv); err != nil || b.got != 1 {
+			t.Fatalf("read: %v, %d datagrams", err, b.got)
+		}
+		got := pktinfoDst(b.ctrls[0].b[:b.in[0].hdr.Controllen])
+		if got.addr.Unmap() != netip.MustParseAddr(to) || got.addr.Is6() && !got.addr.Is4In6() && got.ifindex == 0 {
+			t.Errorf("a datagram to %s read as sent to %v", to, got)
+		}
 	}
 }

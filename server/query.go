@@ -390,7 +390,7 @@ type worker struct {
 	from netip.AddrPort // the client of the query being handled
 	// asked is the address the client sent it to, where a wildcard
 	// socket learns it (on Linux): its answer leaves from there.
-	asked netip.Addr
+	asked source
 
 	opts     *answer.Options      // autopath.go
 	searched []prometheus.Counter // bumped by the query being handled

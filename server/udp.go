@@ -18,9 +18,9 @@ import (
 // goroutine of its own, so a slow upstream holds up the queries waiting on
 // it and never the socket's reader. It is false when maxForwarding queries
 // wait already. forwarded: the answer is an upstream's, counted as such.
-// asked: where the query was sent, the answer's source; invalid: left to
-// the route.
-func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, asked netip.Addr, sn *snap.Snapshot, req *dns.Msg, reqSize, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
+// asked: where the query was sent, the answer's source; zero: left to the
+// route.
+func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, asked source, sn *snap.Snapshot, req *dns.Msg, reqSize, size int, start time.Time, forwarded bool, ask func() *dns.Msg) bool {
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -34,8 +34,8 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, asked netip.Addr
 		if b != nil {
 			if oob := pktinfo(asked); oob == nil {
 				_, _ = pc.WriteToUDPAddrPort(b, to)
-			} else if _, _, err := pc.WriteMsgUDPAddrPort(b, oob, to); err != nil {
-				_, _ = pc.WriteToUDPAddrPort(b, to) // refused from there (an address since removed)
+			} else if _, _, err := pc.WriteMsgUDPAddrPort(b, oob, to); sourceRefused(err) {
+				_, _ = pc.WriteToUDPAddrPort(b, to)
 			}
 			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
 			if lm, ok := s.logs(b); ok {
@@ -44,6 +44,15 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, asked netip.Addr
 		}
 	}()
 	return true
+}
+
+// source is where a datagram was sent, as a wildcard socket learns it
+// (pktinfo): the address its answer leaves from and, which a link-local
+// IPv6 address needs, the interface it came in on. The zero source leaves
+// both to the route.
+type source struct {
+	addr    netip.Addr
+	ifindex uint32
 }
 
 // serveEach reads and answers one datagram per system call, where

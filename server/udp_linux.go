@@ -308,8 +308,8 @@ func (b *udpBatch) sendmmsg(fd uintptr) bool {
 		return false
 	default:
 		// The first unsent one failed: skip it, or, refused with its
-		// source (an address since removed), send it as without pktinfo.
-		if h := &b.out[b.sent].hdr; h.Control != nil {
+		// source, send it as without pktinfo.
+		if h := &b.out[b.sent].hdr; h.Control != nil && sourceRefused(e) {
 			h.Control = nil
 			h.SetControllen(0)
 		} else {
@@ -339,12 +339,20 @@ type ctrlBuf struct {
 	b [72]byte  // CMSG_SPACE of in_pktinfo and in6_pktinfo on 64-bit systems
 }
 
-// pktinfoDst is the address a datagram was sent to, as its control data
-// says; none (invalid) where it says nothing usable. in_pktinfo's local
-// address wins: for a broadcast it is the interface's, which an answer
-// can leave from.
-func pktinfoDst(ctl []byte) netip.Addr {
-	var dst netip.Addr
+// sourceRefused: the kernel would not send from the source a pktinfo
+// named (an address since removed, a link-local one off its link, no
+// route from it). Other errors (a firewall's, no buffer) would refuse the
+// datagram from anywhere.
+func sourceRefused(err error) bool {
+	return errors.Is(err, unix.EINVAL) || errors.Is(err, unix.EADDRNOTAVAIL) || errors.Is(err, unix.ENETUNREACH)
+}
+
+// pktinfoDst is where a datagram was sent, as its control data says; the
+// zero source where it says nothing usable. in_pktinfo's local address
+// wins: for a broadcast it is the interface's, which an answer can leave
+// from.
+func pktinfoDst(ctl []byte) source {
+	var dst source
 	for len(ctl) >= unix.CmsgLen(0) {
 		h, data, rest, err := unix.ParseOneSocketControlMessage(ctl)
 		if err != nil {
@@ -352,9 +360,9 @@ func pktinfoDst(ctl []byte) netip.Addr {
 		}
 		switch {
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
-			return netip.AddrFrom4([4]byte(data[4:8])) // ipi_spec_dst
+			return source{addr: netip.AddrFrom4([4]byte(data[4:8]))} // ipi_spec_dst
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
-			dst = netip.AddrFrom16([16]byte(data[:16])) // ipi6_addr
+			dst = source{addr: netip.AddrFrom16([16]byte(data[:16])), ifindex: binary.NativeEndian.Uint32(data[16:20])} // ipi6_addr, ipi6_ifindex
 		}
 		ctl = rest
 	}
@@ -362,7 +370,7 @@ func pktinfoDst(ctl []byte) netip.Addr {
 }
 
 // setSource has out[j] leave from src, told by a control message in c.
-func (b *udpBatch) setSource(j int, c *ctrlBuf, src netip.Addr) {
+func (b *udpBatch) setSource(j int, c *ctrlBuf, src source) {
 	h := &b.out[j].hdr
 	n := putPktinfo(c, src)
 	if n == 0 {
@@ -375,10 +383,13 @@ func (b *udpBatch) setSource(j int, c *ctrlBuf, src netip.Addr) {
 
 // putPktinfo writes into c the control message that sends a datagram
 // from src, and returns its length: 0 where src is unknown or a multicast
-// address, which no answer can leave from. Its ifindex 0 leaves the
-// interface to the route, as without one. A mapped IPv4 address goes as
-// in_pktinfo: the kernel sends to a mapped address as IPv4.
-func putPktinfo(c *ctrlBuf, src netip.Addr) int {
+// address, which no answer can leave from. Its ifindex is 0, leaving the
+// interface to the route as without one, except from a link-local IPv6
+// address, which the kernel sends from only on its own link. A mapped
+// IPv4 address goes as in_pktinfo: the kernel sends to a mapped address
+// as IPv4.
+func putPktinfo(c *ctrlBuf, s source) int {
+	src := s.addr
 	if !src.IsValid() || src.IsMulticast() {
 		return 0
 	}
@@ -392,13 +403,17 @@ func putPktinfo(c *ctrlBuf, src netip.Addr) int {
 	}
 	h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
 	h.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
-	*(*unix.Inet6Pktinfo)(data) = unix.Inet6Pktinfo{Addr: src.As16()}
+	p := unix.Inet6Pktinfo{Addr: src.As16()}
+	if src.IsLinkLocalUnicast() {
+		p.Ifindex = s.ifindex
+	}
+	*(*unix.Inet6Pktinfo)(data) = p
 	return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 }
 
 // pktinfo is the control message that sends a datagram from src, nil
 // where none is needed.
-func pktinfo(src netip.Addr) []byte {
+func pktinfo(src source) []byte {
 	c := new(ctrlBuf)
 	if n := putPktinfo(c, src); n > 0 {
 		return c.b[:n]

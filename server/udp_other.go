@@ -4,7 +4,6 @@ package server
 
 import (
 	"net"
-	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,4 +22,6 @@ func (u *udpStop) signal()             {}
 func (u *udpStop) close()              {}
 
 // pktinfo: off Linux no socket learns where a datagram was sent.
-func pktinfo(netip.Addr) []byte { return nil }
+func pktinfo(source) []byte { return nil }
+
+func sourceRefused(error) bool { return false }
