@@ -154,7 +154,10 @@ func (b *Batch) Node(name string) *Node { return b.z.Node(name) }
 // kube2sky resync, a full reconcile) then cost a frontend a lookup a key.
 func (b *Batch) Put(owner string, e Entry) {
 	if e.typ == 0 {
-		return // no value: a node takes a typeless entry for no entry
+		// No value (one dnsd does not hold): whatever the key held goes,
+		// as a load of the key now would not find it.
+		b.Delete(owner, e.ID())
+		return
 	}
 	h := hashOf(owner)
 	n := b.z.nodeAt(owner, h)

@@ -197,6 +197,21 @@ func TestOthersOwnAreNotHeld(t *testing.T) {
 	}
 }
 
+// A key rewritten to a value this dnsd does not hold (another cluster's
+// own) loses what it held, as a load of the key now would.
+func TestRewriteToOthersOwnDrops(t *testing.T) {
+	z0 := NewZone(Config{Name: "clusterset.local", Prefix: "/skydns", TTL: 5, Cluster: "east"})
+	k, _ := keys.RecordKey("/skydns", csName, "k1")
+	b := z0.Edit()
+	put(t, z0, b, k, `{"host":"10.43.0.1","cluster":"east","source":"serviceexport/app/web"}`)
+	z1 := b.Done(1)
+	b = z1.Edit()
+	put(t, z1, b, k, `{"host":"10.43.0.9","cluster":"west","source":"serviceimport/app/web"}`)
+	if z2 := b.Done(2); z2.Records != 0 || z2.Node(csName) != nil {
+		t.Errorf("after the rewrite: %d records, node %v; want none", z2.Records, z2.Node(csName))
+	}
+}
+
 // A batch rebuilds a changed name with the same grouping, and the zone it
 // started from keeps its own.
 func TestBatchRegroupsDuplicates(t *testing.T) {
