@@ -96,6 +96,7 @@ type queryCell struct {
 
 type cellKey struct {
 	zone, qtype, rcode, plugin string
+	waited                     bool // on an upstream: a forwarded, stub or chased answer not from the forwarding cache
 }
 
 func (c *queryCell) inc(pf int) { c.n[pf].Add(1) }
@@ -125,7 +126,7 @@ func newQueryMetrics() *queryMetrics {
 		queries: prometheus.NewDesc("etcdns_dnsd_queries_total",
 			"DNS queries answered, by question type and response code.", []string{"qtype", "rcode"}, nil),
 		ownLat: prometheus.NewDesc("etcdns_dnsd_query_duration_seconds",
-			"Time from a query read to its response; the queries of one UDP batch share the batch's time, read to sent. source: memory for dnsd's own answers, upstream for a forwarded or stub domain's.", []string{"source"}, nil),
+			"Time from a query read to its response; the queries of one UDP batch share the batch's time, read to sent. source: upstream for an answer that waited on one (forwarded, a stub domain's, or a SkyDNS answer chased outside the zones), memory for the rest.", []string{"source"}, nil),
 		requests: prometheus.NewDesc("coredns_dns_requests_total",
 			"Counter of DNS requests made per zone, protocol and family (CoreDNS's name; see server/metrics.go for the labels).",
 			[]string{"server", "zone", "view", "proto", "family", "type"}, nil),
@@ -147,7 +148,7 @@ func (q *queryMetrics) cell(key cellKey) *queryCell {
 	if c := q.cells[key]; c != nil {
 		return c
 	}
-	lk := latKey{key.zone, key.plugin == "forward"}
+	lk := latKey{key.zone, key.waited}
 	l := q.lats[lk]
 	if l == nil {
 		l = &latCell{zone: lk.zone, upstream: lk.upstream}

@@ -614,7 +614,7 @@ func (w *worker) respond(b []byte) []byte {
 		return nil
 	}
 	w.out = out
-	counter := s.cell(sn, req, m, forwarded)
+	counter := s.cell(sn, req, m, forwarded, ask != nil && cached == nil && w.pc == nil)
 	w.count(start, counter)
 	if c != nil && ask == nil && !personal && !under && s.cacheable(sn, m) && (e == nil || e.orders()[order].Load() == nil) {
 		// A fresh entry, also when e exists: an eviction may have taken

@@ -241,8 +241,8 @@ func (s *Server) pack(m *dns.Msg, size int, buf []byte) (wire []byte, _ *dns.Msg
 
 // cell returns the cell that counts an answer m to req. forwarded: the
 // answer is an upstream's or a stub domain's.
-func (s *Server) cell(sn *snap.Snapshot, req, m *dns.Msg, forwarded bool) *queryCell {
-	k := cellKey{zone: zoneLabel(sn, req), qtype: "none", rcode: rcodeLabel(m.Rcode)}
+func (s *Server) cell(sn *snap.Snapshot, req, m *dns.Msg, forwarded, waited bool) *queryCell {
+	k := cellKey{zone: zoneLabel(sn, req), qtype: "none", rcode: rcodeLabel(m.Rcode), waited: waited}
 	if req != nil && len(req.Question) > 0 {
 		k.qtype = typeLabel(req.Question[0].Qtype)
 	}

@@ -37,7 +37,7 @@ func (s *Server) forwardUDP(pc *net.UDPConn, to netip.AddrPort, asked source, sn
 			} else if _, _, err := pc.WriteMsgUDPAddrPort(b, oob, to); sourceRefused(err) {
 				_, _ = pc.WriteToUDPAddrPort(b, to)
 			}
-			s.cell(sn, req, m, forwarded).answered(pfOf(false, to.Addr()), start)
+			s.cell(sn, req, m, forwarded, true).answered(pfOf(false, to.Addr()), start)
 			if lm, ok := s.logs(b); ok {
 				s.logQuery(to, false, req, reqSize, lm, b, time.Since(start))
 			}
