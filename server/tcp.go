@@ -154,17 +154,17 @@ func (t *tcpServer) conn(c net.Conn) {
 			if !flush(true) {
 				return
 			}
+			// Under the lock: a shutdown between its check and the
+			// deadline would otherwise have its deadline undone.
 			t.mu.Lock()
 			closed := t.closed
+			if !closed && answered {
+				closed = c.SetReadDeadline(time.Now().Add(t.idle)) != nil
+				answered = false
+			}
 			t.mu.Unlock()
 			if closed {
 				return
-			}
-			if answered {
-				if c.SetReadDeadline(time.Now().Add(t.idle)) != nil {
-					return
-				}
-				answered = false
 			}
 		}
 		if _, err := io.ReadFull(r, l); err != nil {
