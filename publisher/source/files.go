@@ -255,9 +255,14 @@ func (f *Files) read() (*fileState, error) {
 	}
 	for k, imp := range st.imports {
 		ns, name, _ := strings.Cut(k, "/")
+		// Its PTR depends on the Services at its addresses, and on whether
+		// the publisher's filter publishes them (their labels).
 		parts := []any{imp}
 		for _, ip := range importIPs(imp) {
-			parts = append(parts, ip, len(byIP[ip]) > 0)
+			parts = append(parts, ip)
+			for _, svc := range byIP[ip] {
+				parts = append(parts, svc.Namespace, svc.Name, svc.Labels)
+			}
 		}
 		st.prints[ImportUnit(ns, name)] = fingerprint(parts...)
 	}

@@ -391,6 +391,11 @@ spec: {clusterIP: 10.96.0.5, ports: [{port: 80}]}
 	r.reset()
 	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "10.96.0.5", "10.112.0.2", 1))
 	wait(t, "import unit notified of the Service", func() bool { return r.has("serviceimport/apps/api") })
+	// And a change of its labels: the publisher's selector may publish
+	// it, or stop publishing it, and its PTR with it.
+	r.reset()
+	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "kind: Service\nmetadata: {name: api, namespace: apps}", "kind: Service\nmetadata: {name: api, namespace: apps, labels: {dns: \"no\"}}", 1))
+	wait(t, "import unit notified of the Service's labels", func() bool { return r.has("serviceimport/apps/api") })
 	// An export the MCS controller marked invalid publishes nothing.
 	write("a.yaml", strings.Replace(mustRead(t, filepath.Join(dir, "a.yaml")), "metadata: {name: api, namespace: apps}\n---", "metadata: {name: api, namespace: apps}\nstatus: {conditions: [{type: Valid, status: \"False\", reason: ServiceNotFound, lastTransitionTime: \"2026-01-01T00:00:00Z\", message: x}]}\n---", 1))
 	wait(t, "export invalid", func() bool { return !f.Exported("apps", "api") })

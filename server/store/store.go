@@ -961,7 +961,7 @@ func reverseLast(c snap.Config) int {
 func (s *Store) checkClusterID(sn *snap.Snapshot) {
 	cluster := ""
 	for _, z := range sn.Zones {
-		if z.Cluster == "" || z.Records == 0 {
+		if z.Cluster == "" || z.Records == 0 || z.SkyDNS { // a SkyDNS zone's values are read as CoreDNS reads them: no cluster
 			continue
 		}
 		if z.Carries(z.Cluster) {
