@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdns/etcdns/integration/harness"
 )
@@ -262,7 +263,30 @@ func TestSkyDNSEdgesMatchCoreDNS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Keys with an etcd lease (a registration its writer keeps alive), one
+	// read by the load and one by the watch: without a ttl of their own
+	// they answer skydns.LeaseTTL, not the zone's 300.
+	lease, err := cli.Grant(ctx, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/skydns/test/skydns/leased/a", `{"host":"10.0.0.7"}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
 	d := startDnsd(t, etcd, "--dnsd.zones=skydns.test=/skydns:skydns", "--dnsd.rotate=false")
+	if _, err := cli.Put(ctx, "/skydns/test/skydns/leased/b", `{"host":"10.0.0.8"}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/skydns/test/skydns/leased/c", `{"host":"10.0.0.9","ttl":10}`, clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		r := dnsdAsk(t, "udp", d.Addr, "leased.skydns.test.", dns.TypeA, 1232)
+		if got, want := slices.Sorted(slices.Values(dnsdStrings(r.Answer))), []string{"leased.skydns.test. 10 IN A 10.0.0.9", "leased.skydns.test. 30 IN A 10.0.0.7", "leased.skydns.test. 30 IN A 10.0.0.8"}; !slices.Equal(got, want) {
+			return fmt.Errorf("leased keys: %s, want %v", skydnsView(r), want)
+		}
+		return nil
+	})
 	c := harness.StartCoreDNS(t, fmt.Sprintf(`.:{{.Port}} {
 	bind 127.0.0.1
 	etcd skydns.test {

@@ -360,3 +360,31 @@ func TestAnswersCoreDNSLeavesUnsent(t *testing.T) {
 		}
 	}
 }
+
+// A value without a TTL at a key with an etcd lease gets LeaseTTL, not the
+// zone's; one with a TTL keeps it, leased or not.
+func TestPutLeased(t *testing.T) {
+	b := (*Tree)(nil).Edit()
+	for _, kv := range []struct {
+		key, value string
+		leased     bool
+	}{
+		{"/skydns/org/example/a", `{"host":"10.0.0.1"}`, true},
+		{"/skydns/org/example/b", `{"host":"10.0.0.2","ttl":10}`, true},
+		{"/skydns/org/example/c", `{"host":"10.0.0.3"}`, false},
+	} {
+		put := b.Put
+		if kv.leased {
+			put = b.PutLeased
+		}
+		if err := put(kv.key, []byte(kv.value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := b.Done()
+	for key, want := range map[string]uint32{"/skydns/org/example/a": LeaseTTL, "/skydns/org/example/b": 10, "/skydns/org/example/c": 0} {
+		if it, ok := tr.Get(key); !ok || it.TTL != want {
+			t.Errorf("%s: TTL %d (held %v), want %d", key, it.TTL, ok, want)
+		}
+	}
+}

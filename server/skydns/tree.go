@@ -133,11 +133,28 @@ func (t *Tree) Edit() *Batch { return &Batch{base: t, changes: map[string]*Servi
 // Put decodes value and stores it at key. A malformed value deletes what
 // the key held, so a broken write never leaves the old record served, and
 // is returned as the error.
-func (b *Batch) Put(key string, value []byte) error {
+func (b *Batch) Put(key string, value []byte) error { return b.put(key, value, false) }
+
+// LeaseTTL is the TTL of a value without one at a key with an etcd lease.
+// The lease goes, and the key with it, when its writer stops renewing it;
+// the time left, which CoreDNS's etcd plugin gives from 1.12.4 (30 s at
+// least), would cost dnsd a request to etcd for each lease. Its least
+// keeps a resolver's copy no older than that after the key goes, where
+// the zone's TTL (300, CoreDNS's default) would keep it five minutes.
+const LeaseTTL = 30
+
+// PutLeased is Put of a key with an etcd lease: a value without a TTL
+// gets LeaseTTL.
+func (b *Batch) PutLeased(key string, value []byte) error { return b.put(key, value, true) }
+
+func (b *Batch) put(key string, value []byte, leased bool) error {
 	s, err := Decode(value)
 	if err != nil {
 		b.set(key, nil)
 		return err
+	}
+	if leased && s.TTL == 0 {
+		s.TTL = LeaseTTL
 	}
 	b.set(key, &s)
 	return nil

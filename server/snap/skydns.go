@@ -8,7 +8,10 @@ import "github.com/etcdns/etcdns/server/skydns"
 
 // PutSkyDNS stores a value of a SkyDNS zone; a malformed one removes what
 // the key held and is returned as the error.
-func (b *Batch) PutSkyDNS(key string, value []byte) error {
+func (b *Batch) PutSkyDNS(key string, value []byte, leased bool) error {
+	if leased {
+		return b.sky().PutLeased(key, value)
+	}
 	return b.sky().Put(key, value)
 }
 

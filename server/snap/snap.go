@@ -53,7 +53,7 @@ func Build(zones []Config, rev int64, kvs []KV) (*Snapshot, []error) {
 				continue
 			}
 			if c.SkyDNS {
-				if err := b.PutSkyDNS(kv.Key, kv.Value); err != nil {
+				if err := b.PutSkyDNS(kv.Key, kv.Value, false); err != nil {
 					errs = append(errs, err)
 				}
 				continue

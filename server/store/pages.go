@@ -35,7 +35,10 @@ type rawRange struct {
 	count int64
 }
 
-type rawKV struct{ key, value []byte }
+type rawKV struct {
+	key, value []byte
+	lease      int64 // the key's etcd lease; 0: none
+}
 
 // rangeCodec sends a Range request as any other and reads its response
 // into a rawRange. It is used only for the Range calls of a load, so its
@@ -81,8 +84,8 @@ func (rangeCodec) Unmarshal(data mem.BufferSlice, v any) error {
 var errRange = errors.New("malformed Range response")
 
 // parse reads buf: RangeResponse{kvs 2, more 3, count 4} and
-// KeyValue{key 1, value 5}; the other fields (the header, revisions,
-// leases) are skipped, as a proto decoder skips fields it does not know.
+// KeyValue{key 1, value 5, lease 6}; the other fields (the header,
+// revisions) are skipped, as a proto decoder skips fields it does not know.
 // A key-value pair of the wrong wire type is an error, not a page short
 // of a record.
 func (r *rawRange) parse() error {
@@ -93,12 +96,14 @@ func (r *rawRange) parse() error {
 			return errRange
 		case num == 2:
 			var kv rawKV
-			err := fields(b, func(num protowire.Number, typ protowire.Type, b []byte, _ uint64) error {
+			err := fields(b, func(num protowire.Number, typ protowire.Type, b []byte, x uint64) error {
 				switch {
 				case num == 1 && typ == protowire.BytesType:
 					kv.key = b
 				case num == 5 && typ == protowire.BytesType:
 					kv.value = b
+				case num == 6 && typ == protowire.VarintType:
+					kv.lease = int64(x)
 				}
 				return nil
 			})

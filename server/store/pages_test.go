@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -241,5 +242,25 @@ func TestLargePagesThroughANonMemberWarn(t *testing.T) {
 		if got := strings.Contains(log.String(), "set dnsd.page-size to 1000"); got != c.warn {
 			t.Errorf("pages of %d through a non-member: warned %v, want %v; log:\n%s", c.page, got, c.warn, log.String())
 		}
+	}
+}
+
+// A page's pairs carry their keys' leases: a SkyDNS value without a ttl
+// at a leased key answers skydns.LeaseTTL.
+func TestRangeParseReadsLeases(t *testing.T) {
+	resp := &etcdserverpb.RangeResponse{Kvs: []*mvccpb.KeyValue{
+		{Key: []byte("/skydns/a"), Value: []byte(`{"host":"10.0.0.1"}`), Lease: 7, ModRevision: 3},
+		{Key: []byte("/skydns/b"), Value: []byte(`{"host":"10.0.0.2"}`)},
+	}, More: true, Count: 2}
+	b, err := resp.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &rawRange{buf: b}
+	if err := r.parse(); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.kvs) != 2 || r.kvs[0].lease != 7 || r.kvs[1].lease != 0 || string(r.kvs[0].key) != "/skydns/a" || !r.more || r.count != 2 {
+		t.Errorf("parsed %+v, more %v, count %d", r.kvs, r.more, r.count)
 	}
 }

@@ -822,7 +822,7 @@ func (s *Store) loadAt(ctx context.Context, rev int64) (*snap.Snapshot, error) {
 				reserved = true
 			}
 			for _, kv := range p.resp.kvs {
-				s.put(z, b, view(kv.key), kv.value, h.name)
+				s.put(z, b, view(kv.key), kv.value, kv.lease != 0, h.name)
 			}
 			if s.decoded != nil {
 				s.decoded(p.resp.buf)
@@ -1001,11 +1001,11 @@ func (h *heldNames) name(name string) string {
 // put applies one stored value; a malformed one removes what the key held
 // before, so a broken write never leaves a stale record behind. Its
 // target, where a node holds the name already, keeps that node's string.
-func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte, held snap.Held) {
+func (s *Store) put(z *snap.Zone, b *snap.Batch, key string, value []byte, leased bool, held snap.Held) {
 	if z.SkyDNS {
 		// In a SkyDNS zone every key is data, dns/stub/ included, as
 		// CoreDNS's etcd plugin reads it.
-		if err := b.PutSkyDNS(key, value); err != nil {
+		if err := b.PutSkyDNS(key, value, leased); err != nil {
 			s.skip(z, key, "", value, err)
 		} else {
 			s.forget(key)
@@ -1740,7 +1740,7 @@ func (s *Store) apply(cur *snap.Snapshot, events []*mvccpb.Event) (next *snap.Sn
 			}
 			serials[i] = ev.Kv.ModRevision
 			if ev.Type == mvccpb.PUT {
-				s.put(z, batches[i], key, ev.Kv.Value, h.name)
+				s.put(z, batches[i], key, ev.Kv.Value, ev.Kv.Lease != 0, h.name)
 				continue
 			}
 			s.forget(key)
