@@ -212,8 +212,16 @@ func (b *Batch) Done(serial uint32) *Zone {
 			b.indexPod(n.Name, suffix)
 		}
 	}
-	if b.copied != nil && len(b.z.names)*leafSize < shardsFor(b.z.Records) {
-		b.split()
+	if b.copied != nil {
+		// Grown with the zone; and shrunk where a load reserved for more
+		// than it held (values this dnsd does not hold: other clusters'
+		// own, at a frontend that knows its cluster), or a zone lost most
+		// of its names. The factor keeps a zone near a boundary from
+		// regrouping back and forth.
+		want := shardsFor(b.z.Records)
+		if have := len(b.z.names) * leafSize; have < want || have >= 4*want {
+			b.split()
+		}
 	}
 	b.doneSkyDNS()
 	b.z.Serial = serial
@@ -228,9 +236,10 @@ func (b *Batch) Changed() bool {
 	return b.copied != nil || b.stubsCopied || b.skyBatch != nil && b.skyBatch.Changed()
 }
 
-// split regroups a zone that has outgrown its shards into as many as its
-// size asks for. The maps are new, so no older snapshot shares them; it
-// costs O(zone), once each time the zone doubles.
+// split regroups a zone that has outgrown its shards, or shrunk far
+// inside them, into as many as its size asks for. The maps are new, so
+// no older snapshot shares them; it costs O(zone), once each time the
+// zone doubles (or quarters).
 func (b *Batch) split() {
 	old := b.z.names
 	shards := shardsFor(b.z.Records)

@@ -218,3 +218,45 @@ func serviceKVs(n int) []KV {
 func BenchmarkLoadFleet(b *testing.B) {
 	measureLoad(b, []Config{cfg, {Name: "in-addr.arpa", Prefix: "/skydns", TTL: 5}}, serviceKVs(33_334), false)
 }
+
+// BenchmarkLoadClustersetImports is a shared clusterset.local tree of 10
+// clusters that each import the same 10,000 services, each with its own
+// clusterset IP (an A and an SRV a cluster's import): 200,000 values, as
+// loaded by a frontend that knows its cluster (it holds its own 20,000)
+// and by one that does not (it holds them all).
+//
+//	go test -run '^$' -bench 'LoadClustersetImports' -benchtime 1x ./server/snap/
+func BenchmarkLoadClustersetImports(b *testing.B) {
+	const clusters, services = 10, 10_000
+	kvs := make([]KV, 0, 2*clusters*services)
+	for c := range clusters {
+		for i := range services {
+			name := fmt.Sprintf("svc-%d.ns%d.svc.clusterset.local", i, i%20)
+			src := fmt.Sprintf(`"cluster":"c%d","source":"serviceimport/ns%d/svc-%d"}`, c, i%20, i)
+			kvs = append(kvs,
+				KV{Key: fmt.Sprintf("/skydns/local/clusterset/svc/ns%d/svc-%d/%016x", i%20, i, uint64(c*services+i)*2654435761),
+					Value: fmt.Appendf(nil, `{"host":"10.%d.%d.%d","ttl":5,"group":%q,%s`, 100+c, i>>8&255, i&255, name, src)},
+				KV{Key: fmt.Sprintf("/skydns/local/clusterset/svc/ns%d/svc-%d/_tcp/_http/%016x", i%20, i, uint64(c*services+i)*40503),
+					Value: fmt.Appendf(nil, `{"host":%q,"port":80,"ttl":5,"group":"_http._tcp.%s",%s`, name, name, src)})
+		}
+	}
+	for _, cluster := range []string{"c3", ""} {
+		b.Run("cluster="+cluster, func(b *testing.B) {
+			var z *Zone
+			var before, after runtime.MemStats
+			for b.Loop() {
+				z = nil
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				z = loadZone(b, Config{Name: "clusterset.local", Prefix: "/skydns", TTL: 5, Cluster: cluster}, kvs)
+			}
+			b.StopTimer()
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ReportMetric(float64(z.Records), "records")
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(kvs)), "B/value")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(kvs)), "ns/value")
+			runtime.KeepAlive(z)
+		})
+	}
+}

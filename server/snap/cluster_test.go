@@ -1,6 +1,7 @@
 package snap
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -242,5 +243,26 @@ func TestBatchRegroupsDuplicates(t *testing.T) {
 	z3 := b.Done(3)
 	if set := z3.Node(csName).RRSet(dns.TypeA); len(set.RRs) != 1 || set.Local != 1 {
 		t.Fatalf("a back: %v local %d, want one local record", set.RRs, set.Local)
+	}
+}
+
+// A load reserves for every value of its range; where this dnsd holds few
+// of them (other clusters' own) the zone's tables shrink to what it holds.
+func TestLoadShrinksToWhatItHolds(t *testing.T) {
+	z0 := NewZone(Config{Name: "clusterset.local", Prefix: "/skydns", TTL: 5, Cluster: "east"})
+	b := z0.Edit()
+	b.Reserve(200_000)
+	for i := range 1000 {
+		k, _ := keys.RecordKey("/skydns", fmt.Sprintf("s%d.ns.svc.clusterset.local", i), "k1")
+		put(t, z0, b, k, fmt.Sprintf(`{"host":"10.43.%d.%d","cluster":"east","source":"serviceimport/ns/s%d"}`, i>>8, i&255, i))
+	}
+	z := b.Done(1)
+	if got, want := len(z.names)*leafSize, shardsFor(z.Records); got != want {
+		t.Errorf("%d records in %d shards, want %d", z.Records, got, want)
+	}
+	for i := range 1000 {
+		if z.Node(fmt.Sprintf("s%d.ns.svc.clusterset.local", i)) == nil {
+			t.Fatalf("s%d lost in the regrouping", i)
+		}
 	}
 }
