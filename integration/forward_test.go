@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdns/etcdns/integration/harness"
 	"github.com/etcdns/etcdns/keys"
@@ -51,7 +53,10 @@ func TestForwardClusterFirst(t *testing.T) {
 	knot := startKnot(t)
 	etcd := harness.StartEtcd(t)
 	b := dnsdBuilder(t)
-	dnsdPut(t, etcd.Client(t), append([]keys.Record{b.Version()}, dnsdRecords(b.Service(dnsdService("default", "kubernetes", "10.96.0.1"), nil))...))
+	ext := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "ext"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "www.example.test"}}
+	dnsdPut(t, etcd.Client(t), append(append([]keys.Record{b.Version()}, dnsdRecords(b.Service(dnsdService("default", "kubernetes", "10.96.0.1"), nil))...),
+		dnsdRecords(b.Service(ext, nil))...))
 	// No forwarding cache: every answer below is Knot's own, TTLs as
 	// Knot gives them, and every big one takes the TCP retry.
 	d := startDnsd(t, etcd, "--dnsd.forward", "--dnsd.upstreams="+knot, "--dnsd.forward-cache=0")
@@ -67,6 +72,15 @@ func TestForwardClusterFirst(t *testing.T) {
 			if got := dnsdStrings(r.Ns); r.Rcode != dns.RcodeNameError ||
 				!slices.Equal(got, []string{"example.test. 60 IN SOA ns.example.test. hostmaster.example.test. 1 3600 900 604800 60"}) {
 				t.Errorf("nope: %s %q", dns.RcodeToString[r.Rcode], got)
+			}
+		})
+
+		// Spec 000 2.5: the ExternalName's CNAME, then the target's
+		// records, which a pod's stub resolver would not ask for itself.
+		t.Run("an ExternalName over "+network, func(t *testing.T) {
+			r := forwardAsk(t, network, d.Addr, "ext.default.svc.cluster.local.", dns.TypeA, true, 1232)
+			if got, want := dnsdStrings(r.Answer), []string{"ext.default.svc.cluster.local. 5 IN CNAME www.example.test.", "www.example.test. 300 IN A 192.0.2.10"}; r.Rcode != dns.RcodeSuccess || !slices.Equal(got, want) {
+				t.Errorf("ext: %s %q, want %q", dns.RcodeToString[r.Rcode], got, want)
 			}
 		})
 

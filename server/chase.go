@@ -13,9 +13,9 @@ import (
 )
 
 // chase returns how to answer req again once the names in no zone that
-// its SkyDNS answer asked about (c.Outside.Asked: CNAME targets, SRV and
-// MX glue) are resolved, as CoreDNS's etcd plugin has its own server
-// resolve them. Each goes where a question of its own from the same client
+// its answer asked about (c.Outside.Asked: CNAME targets, an
+// ExternalName's among them, and a SkyDNS answer's SRV and MX glue) are
+// resolved, as CoreDNS has its own server resolve them. Each goes where a question of its own from the same client
 // would: to its stub domain's nameservers, or, when req has RD set, to the
 // upstreams; a name that may go nowhere gets no records, as CoreDNS's
 // REFUSED gives none. nil when none may go anywhere: the answer given
@@ -48,9 +48,10 @@ func (s *Server) chase(sn *snap.Snapshot, req *dns.Msg, c answer.Client, rot uin
 	if len(routes) == 0 {
 		return nil
 	}
-	asked := c.Outside.Asked
+	// The worker's Outside serves its next query by the time this runs.
+	asked, upstreams := c.Outside.Asked, c.Outside.Upstreams
 	return func() *dns.Msg {
-		found := &answer.Outside{Upstreams: c.Outside.Upstreams, Answers: make(map[dns.Question][]dns.RR, len(asked))}
+		found := &answer.Outside{Upstreams: upstreams, Answers: make(map[dns.Question][]dns.RR, len(asked))}
 		for _, q := range asked {
 			found.Answers[answer.OutsideKey(q)] = nil // asked, and none for those that went nowhere
 		}

@@ -213,3 +213,62 @@ func TestNoSnapshotYetWithStubs(t *testing.T) {
 		t.Errorf("rcode %s, want SERVFAIL", dns.RcodeToString[m.Rcode])
 	}
 }
+
+// An ExternalName's CNAME is followed for the client, as spec 000 2.5's
+// answer and CoreDNS's kubernetes plugin give it (a pod's stub resolver
+// does not follow a CNAME): to a name in no zone through the upstreams,
+// when the client could have it forwarded; into another zone dnsd serves
+// (a SkyDNS one here) from memory. Otherwise the CNAME alone.
+func TestExternalNameIsFollowed(t *testing.T) {
+	up, asked := testdns.Upstream(t)
+	kvs := []snap.KV{
+		{Key: "/skydns/local/cluster/svc/default/foo/x", Value: []byte(`{"host":"www.example.com"}`)},
+		{Key: "/skydns/local/cluster/svc/default/sky/x", Value: []byte(`{"host":"www.skydns.test"}`)},
+		{Key: "/skydns/test/skydns/www/x", Value: []byte(`{"host":"10.1.1.1"}`)},
+	}
+	sn, errs := snap.Build(append([]snap.Config{{Name: "skydns.test", Prefix: "/skydns", TTL: 300, SkyDNS: true}}, zones...), 1, kvs)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	srv := newServer(t, sn)
+	withForwarding(t, srv, up, "10.0.0.0/8")
+	ask := func(from string, tcp, rd bool, name string) string {
+		t.Helper()
+		w := &worker{s: srv, tcp: tcp, from: netip.MustParseAddrPort(from)}
+		q := new(dns.Msg).SetQuestion(name, dns.TypeA)
+		q.RecursionDesired = rd
+		b, _ := q.Pack()
+		var m dns.Msg
+		if err := m.Unpack(w.handle(b)); err != nil {
+			t.Fatal(err)
+		}
+		if m.Rcode != dns.RcodeSuccess || !m.Authoritative {
+			t.Errorf("%s from %s: %s aa=%v", name, from, dns.RcodeToString[m.Rcode], m.Authoritative)
+		}
+		return strings.Join(rrStrings(m.Answer), "|")
+	}
+	alone := "foo.default.svc.cluster.local. 5 IN CNAME www.example.com."
+	for _, tcp := range []bool{false, true} {
+		for _, c := range []struct {
+			what, from string
+			rd         bool
+			want       string
+		}{
+			{"without RD", "10.1.2.3:5300", false, alone},
+			{"outside forward-allow", "192.0.2.1:5300", true, alone},
+			{"allowed", "10.1.2.3:5300", true, alone + "|www.example.com. 60 IN A 192.0.2.53"},
+			{"outside forward-allow after an allowed one", "192.0.2.1:5300", true, alone},
+		} {
+			if got := ask(c.from, tcp, c.rd, "foo.default.svc.cluster.local."); got != c.want {
+				t.Errorf("%s, TCP %v: %q, want %q", c.what, tcp, got, c.want)
+			}
+		}
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("the upstream was asked %d times, want 2 (once per allowed question)", n)
+	}
+	if got, want := ask("192.0.2.1:5300", true, false, "sky.default.svc.cluster.local."),
+		"sky.default.svc.cluster.local. 5 IN CNAME www.skydns.test.|www.skydns.test. 300 IN A 10.1.1.1"; got != want {
+		t.Errorf("into a SkyDNS zone: %q, want %q", got, want)
+	}
+}

@@ -391,6 +391,9 @@ type worker struct {
 	// asked is the address the client sent it to, where a wildcard
 	// socket learns it (on Linux): its answer leaves from there.
 	asked source
+	// outside is the Outside of the query being answered, made anew for
+	// each (respond).
+	outside answer.Outside
 
 	opts     *answer.Options      // autopath.go
 	searched []prometheus.Counter // bumped by the query being handled
@@ -565,8 +568,13 @@ func (w *worker) respond(b []byte) []byte {
 		reads = &fresh.reads
 	}
 	client := answer.Client{Addr: w.from.Addr().Unmap()}
-	if (s.fwd != nil || s.stubs != nil) && hasSkyDNS(sn) {
-		client.Outside = &answer.Outside{Upstreams: s.fwd != nil} // chase.go
+	if (s.fwd != nil || s.stubs != nil) && sn != nil {
+		// A CNAME's target in no zone (an ExternalName's), and a SkyDNS
+		// answer's SRV and MX glue, are chased for this client (chase.go).
+		// The worker's own: a miss allocates nothing for it, and chase
+		// copies what it keeps.
+		w.outside = answer.Outside{Upstreams: s.fwd != nil}
+		client.Outside = &w.outside
 	}
 	m, personal := answer.AnswerTracked(sn, req, w.options(), rot, client, reads)
 	if m == nil {
@@ -700,21 +708,6 @@ func (s *Server) rotates(m *dns.Msg) bool {
 	for i := 1; i < len(m.Answer); i++ {
 		a, b := m.Answer[i-1].Header(), m.Answer[i].Header()
 		if a.Rrtype == b.Rrtype && a.Name == b.Name {
-			return true
-		}
-	}
-	return false
-}
-
-// hasSkyDNS says whether sn serves a SkyDNS zone, the only kind whose
-// answers may chase names outside: without one, a query costs no Outside.
-// Before the first load there is no snapshot, and nothing to chase.
-func hasSkyDNS(sn *snap.Snapshot) bool {
-	if sn == nil {
-		return false
-	}
-	for _, z := range sn.Zones {
-		if z.SkyDNS {
 			return true
 		}
 	}

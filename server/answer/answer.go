@@ -172,6 +172,8 @@ type resolver struct {
 	reads  *Reads   // nil: not noted; every node and serial is read through it
 
 	personal bool // the answer depends on client: never cached for others
+	target   bool // resolving a CNAME's target from another zone: no search forms
+	hops     int  // CNAMEs followed in the zones before this one
 
 	rcode    int
 	answer   []dns.RR
@@ -190,7 +192,7 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 	for {
 		node, exists := r.lookup(name)
 		if !exists {
-			if len(seen) == 0 && r.searchClient(name, owner, qtype) {
+			if len(seen) == 0 && !r.target && r.searchClient(name, owner, qtype) {
 				return
 			}
 			r.rcode, r.negative = dns.RcodeNameError, true
@@ -204,9 +206,15 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 			r.answer = append(r.answer, cname)
 			next := strings.TrimSuffix(cname.(*dns.CNAME).Target, ".")
 			seen = append(seen, name)
-			// Out of zone: the client's resolver follows it. In zone: ours
-			// to follow, unless it loops or runs too long.
-			if qtype == dns.TypeANY || !keys.IsSubdomain(next, r.z.Name) || len(seen) > maxChase || contains(seen, next) {
+			// Ours to follow, as spec 000's ExternalName answer and
+			// CoreDNS do (stub resolvers do not follow a CNAME): in the
+			// zone, in another, or from outside; unless it loops or runs
+			// too long.
+			if qtype == dns.TypeANY || r.hops+len(seen) > maxChase || contains(seen, next) {
+				return
+			}
+			if !keys.IsSubdomain(next, r.z.Name) {
+				r.elsewhere(strings.ToLower(next), cname.(*dns.CNAME).Target, qtype, r.hops+len(seen))
 				return
 			}
 			name, owner = next, next+"."
@@ -227,6 +235,33 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 			r.glue(set.RRs)
 		}
 		return
+	}
+}
+
+// elsewhere adds the records of a CNAME's target (canonical name, and as
+// written) that is in no part of r.z: another zone dnsd serves answers it,
+// and a name in none comes from r.client.Outside, what the server found
+// for it upstream or at a stub domain for this client (nothing where this
+// client may not have it forwarded: the CNAME alone). What comes from
+// another zone is added, its rcode not taken: the chain's answer is this
+// zone's.
+func (r *resolver) elsewhere(name, target string, qtype uint16, hops int) {
+	other := r.s.Zone(name)
+	switch {
+	case other == nil:
+		out := r.client.Outside
+		r.answer = append(r.answer, out.lookup(r.s, target, qtype)...)
+		r.personal = r.personal || out != nil && out.consulted
+	case other.SkyDNS:
+		r.reads.untrack()
+		res := askSkyDNS(r.s, other, dns.Question{Name: target, Qtype: qtype, Qclass: dns.ClassINET}, r.o, r.client.Outside, hops)
+		r.answer = append(r.answer, res.Answer...)
+		r.personal = r.personal || r.client.Outside != nil && r.client.Outside.consulted
+	default:
+		sub := resolver{s: r.s, z: other, o: r.o, rot: r.rot, client: r.client, opt: r.opt, reads: r.reads, target: true, hops: hops}
+		sub.resolve(name, target, qtype)
+		r.answer = append(r.answer, sub.answer...)
+		r.personal = r.personal || sub.personal
 	}
 }
 

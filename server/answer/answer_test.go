@@ -93,7 +93,9 @@ func TestAnswer(t *testing.T) {
 			want: want{flags: pos, answer: []string{"100.0.3.10.in-addr.arpa. 5 IN PTR my-pet.headless.default.svc.cluster.local."}}},
 		{name: "headless PTR without hostname", q: "102.0.3.10.in-addr.arpa.", qtype: dns.TypePTR,
 			want: want{flags: pos, answer: []string{"102.0.3.10.in-addr.arpa. 5 IN PTR 10-3-0-102.headless.default.svc.cluster.local."}}},
-		// 2.5 ExternalName: CNAME for CNAME, A and AAAA; not chased out of zone.
+		// 2.5 ExternalName: CNAME for CNAME, A and AAAA; out of every zone the
+		// target comes from Client.Outside, which these have none of
+		// (server/chase_test.go: TestExternalNameIsFollowed).
 		{name: "ExternalName A", q: "foo.default.svc.cluster.local.", qtype: dns.TypeA,
 			want: want{flags: pos, answer: []string{"foo.default.svc.cluster.local. 5 IN CNAME www.example.com."}}},
 		{name: "ExternalName AAAA", q: "foo.default.svc.cluster.local.", qtype: dns.TypeAAAA,

@@ -51,7 +51,7 @@ func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, out *
 		case other.SkyDNS:
 			return askSkyDNS(s, other, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, o, out, depth+1).Answer, true
 		}
-		r := resolver{s: s, z: other, o: o}
+		r := resolver{s: s, z: other, o: o, client: Client{Outside: out}, target: true, hops: depth + 1}
 		r.resolve(canon, dns.Fqdn(name), qtype)
 		return r.answer, true
 	}
