@@ -231,6 +231,12 @@ func (r *resolver) search(f Form, name, owner string, names []string, qtype uint
 		if r.z = r.s.Zone(n); r.z == nil {
 			continue
 		}
+		if r.z.SkyDNS {
+			if r.searchSkyDNS(f, n, name, owner, qtype) {
+				return true
+			}
+			continue
+		}
 		if _, ok := r.lookup(n); !ok {
 			continue
 		}
@@ -250,6 +256,34 @@ func (r *resolver) search(f Form, name, owner string, names []string, qtype uint
 	r.z = asked
 	r.observe(f, false)
 	return false
+}
+
+// searchSkyDNS is search's step for n in a SkyDNS zone (r.z), whose
+// names are a tree's subtrees, not nodes: false when n does not exist.
+func (r *resolver) searchSkyDNS(f Form, n, name, owner string, qtype uint16) bool {
+	qn := n + "."
+	if n == name {
+		qn = owner
+	}
+	res := askSkyDNS(r.s, r.z, dns.Question{Name: qn, Qtype: qtype, Qclass: dns.ClassINET}, r.o, r.client.Outside, r.hops)
+	if res.Rcode == dns.RcodeNameError {
+		return false
+	}
+	r.observe(f, true)
+	r.reads.untrack() // a subtree read, as answerSkyDNS's
+	r.personal = r.personal || r.client.Outside != nil && r.client.Outside.consulted
+	if n != name {
+		ttl := min(r.o.SOA.TTL, r.o.SOA.Minimum)
+		r.answer = append(r.answer, &dns.CNAME{Hdr: hdr(owner, dns.TypeCNAME, ttl), Target: qn})
+		if qtype == dns.TypeCNAME || qtype == dns.TypeANY {
+			return true
+		}
+	}
+	r.rcode = res.Rcode
+	r.answer = append(r.answer, res.Answer...)
+	r.extra = append(r.extra, res.Extra...)
+	r.negative = len(res.Answer) == 0
+	return true
 }
 
 func (r *resolver) observe(f Form, found bool) {

@@ -341,3 +341,36 @@ func TestSuffixSearchInNestedZones(t *testing.T) {
 		}
 	}
 }
+
+// A name of the search list, or the asked name itself, in a SkyDNS zone
+// exists as its subtree does: found there, answered as the zone answers
+// it; not an NXDOMAIN that the option form's client takes as final.
+func TestOptionSearchFindsSkyDNSNames(t *testing.T) {
+	s, errs := snap.Build([]snap.Config{
+		{Name: "skydns.test", Prefix: "/skydns", TTL: 300, SkyDNS: true},
+		{Name: "cluster.local", Prefix: "/skydns", TTL: 5},
+	}, 1, []snap.KV{
+		{Key: "/skydns/test/skydns/www/x", Value: []byte(`{"host":"10.1.1.1"}`)},
+		{Key: "/skydns/local/cluster/svc/default/kubernetes/x", Value: []byte(`{"host":"10.96.0.1"}`)},
+	})
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	o := apOptions()
+	for _, c := range []struct {
+		q, list string
+		rcode   int
+		answer  []string
+	}{
+		{"www.skydns.test.", apSearch, dns.RcodeSuccess, []string{"www.skydns.test. 300 IN A 10.1.1.1"}},
+		{"www.", "skydns.test," + apSearch, dns.RcodeSuccess, []string{"www. 5 IN CNAME www.skydns.test.", "www.skydns.test. 300 IN A 10.1.1.1"}},
+		{"nope.skydns.test.", apSearch, dns.RcodeNameError, nil},
+	} {
+		m := new(dns.Msg).SetQuestion(c.q, dns.TypeA)
+		searchOption(c.list)(m)
+		r, _ := AnswerFrom(s, m, &o, 0, Client{})
+		if got := rrStrings(r.Answer); r.Rcode != c.rcode || !slices.Equal(got, c.answer) {
+			t.Errorf("%s over %s: %s %q, want %s %q", c.q, c.list, dns.RcodeToString[r.Rcode], got, dns.RcodeToString[c.rcode], c.answer)
+		}
+	}
+}
