@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"net/netip"
 	"strings"
 	"sync"
@@ -68,9 +67,9 @@ func (s *Server) chase(sn *snap.Snapshot, req *dns.Msg, c answer.Client, rot uin
 				}
 				var m *dns.Msg
 				if r.servers != nil {
-					m = s.stubs.Forward(context.Background(), q, r.servers)
+					m = s.stubs.Forward(s.upstream, q, r.servers)
 				} else {
-					m = s.fwd.Forward(context.Background(), q)
+					m = s.fwd.Forward(s.upstream, q)
 				}
 				mu.Lock()
 				found.Answers[answer.OutsideKey(r.q)] = m.Answer // a failure's SERVFAIL holds none

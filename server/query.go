@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"hash/maphash"
 	"net"
 	"net/netip"
@@ -589,9 +588,9 @@ func (w *worker) respond(b []byte) []byte {
 	servers, under := s.stubbed(sn, req, m, w.from.Addr())
 	switch {
 	case servers != nil:
-		ask = func() *dns.Msg { return s.stubs.Forward(context.Background(), req, servers) }
+		ask = func() *dns.Msg { return s.stubs.Forward(s.upstream, req, servers) }
 	case !under && s.forwards(sn, req, m, w.from.Addr()):
-		ask = func() *dns.Msg { return s.fwd.Forward(context.Background(), req) }
+		ask = func() *dns.Msg { return s.fwd.Forward(s.upstream, req) }
 		cached = s.fwd.Cached(req)
 	case !under && client.Outside != nil && len(client.Outside.Asked) > 0:
 		ask = s.chase(sn, req, client, rot)

@@ -27,6 +27,11 @@ import (
 // rather than memory growing while upstreams are slow.
 const maxForwarding = 1024
 
+// forwardGrace is how long a shutdown waits for exchanges with upstreams
+// before it ends them: a resolver's client gives up on a question within
+// seconds, and a pod has its grace period for the rest of its shutdown.
+const forwardGrace = time.Second
+
 // Server answers DNS queries from the snapshot its source returns.
 type Server struct {
 	snapshot func() *snap.Snapshot
@@ -38,6 +43,12 @@ type Server struct {
 	stubs      *forward.Stubs     // nil: stub domains are ignored
 	slots      chan struct{}      // one per UDP query waiting on fwd or stubs
 	forwarding sync.WaitGroup     // those queries, for shutdown
+	// upstream is the context of every exchange with an upstream or a
+	// stub domain's nameserver; Serve cancels it a moment into shutdown,
+	// so that a dead upstream (forward-timeout for each of several) does
+	// not hold the process past its grace period.
+	upstream    context.Context
+	endUpstream context.CancelFunc
 
 	qm         *queryMetrics // metrics.go: queries and answer times, own and CoreDNS names
 	udpReads   *prometheus.CounterVec
@@ -69,11 +80,14 @@ type Server struct {
 // New returns a server reading snapshots from snapshot, with its metrics
 // registered on reg.
 func New(snapshot func() *snap.Snapshot, opts answer.Options, reg prometheus.Registerer, log *slog.Logger) *Server {
+	upstream, end := context.WithCancel(context.Background())
 	s := &Server{
-		snapshot: snapshot,
-		opts:     opts,
-		log:      log,
-		slots:    make(chan struct{}, maxForwarding),
+		upstream:    upstream,
+		endUpstream: end,
+		snapshot:    snapshot,
+		opts:        opts,
+		log:         log,
+		slots:       make(chan struct{}, maxForwarding),
 
 		cacheLimits: cacheBounds(debug.SetMemoryLimit(-1)),
 
@@ -366,7 +380,12 @@ func (s *Server) Serve(ctx context.Context, l *Listener) error {
 	}
 	tcp.shutdown()
 	wg.Wait()
-	s.forwarding.Wait() // their answers go out on the sockets closed next
+	// Their answers go out on the sockets closed next; those that need
+	// more than a moment get SERVFAIL or nothing, as a client that has
+	// given up already would.
+	t := time.AfterFunc(forwardGrace, s.endUpstream)
+	s.forwarding.Wait()
+	t.Stop()
 	for _, pc := range l.udp {
 		pc.Close()
 	}

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/etcdns/etcdns/server/forward"
 )
 
 // serve starts srv on a loopback port and stops it when the test ends.
@@ -438,5 +442,45 @@ func TestTruncationCachedBySize(t *testing.T) {
 		if r := ask(4096); r.Truncated || len(r.Answer) != 60 {
 			t.Fatalf("60 records in 4096 octets: TC %v, %d records", r.Truncated, len(r.Answer))
 		}
+	}
+}
+
+// A question waiting on a silent upstream does not hold a shutdown for
+// the upstream's whole timeout: the exchange is ended a moment in.
+func TestShutdownEndsWaitingForwards(t *testing.T) {
+	srv := newServer(t, testSnapshot(t, 0))
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0") // reads, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	f, err := forward.New(forward.Config{Upstreams: []netip.AddrPort{netip.MustParseAddrPort(silent.LocalAddr().String())}, Timeout: 20 * time.Second,
+		Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Listen: "127.0.0.1:1"}, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetForwarder(f)
+	l, stop, done := start(t, srv, "127.0.0.1:0")
+	c, err := net.Dial("udp", l.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(pack(t, 1, "www.example.org.", dns.TypeA)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the question is with the upstream
+	start := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("shutdown took %v", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown still waits on the upstream after 10 s (its timeout is 20 s)")
 	}
 }

@@ -271,12 +271,12 @@ func (x exchanger) ask(ctx context.Context, up *dns.Msg, upstreams []string, not
 // truncated: only the whole answer can be cached or given to a client
 // that asked over TCP, and dnsd truncates for UDP clients itself.
 func (x exchanger) exchange(ctx context.Context, m *dns.Msg, upstream string) (*dns.Msg, error) {
-	r, _, err := x.udp.ExchangeContext(ctx, m, upstream)
+	r, err := exchangeContext(ctx, x.udp, m, upstream)
 	if err == nil && r.Truncated {
 		// An upstream that cannot be reached over TCP still gave what fits,
 		// with TC set: the client's to take or to ask again for (never
 		// cached), not a SERVFAIL.
-		if whole, _, terr := x.tcp.ExchangeContext(ctx, m, upstream); terr == nil {
+		if whole, terr := exchangeContext(ctx, x.tcp, m, upstream); terr == nil {
 			r = whole
 		}
 	}
@@ -288,6 +288,21 @@ func (x exchanger) exchange(ctx context.Context, m *dns.Msg, upstream string) (*
 		return nil, fmt.Errorf("%s answered another question: %v", upstream, r.Question)
 	}
 	return r, nil
+}
+
+// exchangeContext is c.ExchangeContext, ended when ctx is: miekg/dns
+// takes only ctx's deadline, and a read from an upstream that never
+// answers would otherwise last the whole timeout (a shutdown's cancel
+// among others).
+func exchangeContext(ctx context.Context, c *dns.Client, m *dns.Msg, upstream string) (*dns.Msg, error) {
+	co, err := c.DialContext(ctx, upstream)
+	if err != nil {
+		return nil, err
+	}
+	defer co.Close()
+	defer context.AfterFunc(ctx, func() { _ = co.SetDeadline(time.Now()) })()
+	r, _, err := c.ExchangeWithConnContext(ctx, m, co)
+	return r, err
 }
 
 // reply turns m, an upstream's answer that nothing else holds, into the
