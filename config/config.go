@@ -439,9 +439,7 @@ func (c *Config) Validate(sections ...string) error {
 	}
 	if uses("etcd") {
 		for _, e := range c.Etcd.Endpoints {
-			if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				bad("etcd.endpoints", "%q is not an http(s) URL", e)
-			}
+			checkEtcdURL(bad, "etcd.endpoints", e, "http", "https")
 		}
 		if c.Etcd.DialTimeout <= 0 {
 			bad("etcd.dial-timeout", "must be positive")
@@ -452,11 +450,8 @@ func (c *Config) Validate(sections ...string) error {
 		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
 			bad("etcd.cert-file", "cert-file and key-file go together")
 		}
-		for key, raw := range map[string]string{"etcd.embedded.client-url": c.Etcd.Embedded.ClientURL, "etcd.embedded.peer-url": c.Etcd.Embedded.PeerURL} {
-			if u, err := url.Parse(raw); err != nil || u.Scheme != "http" || u.Host == "" {
-				bad(key, "%q is not an http URL", raw)
-			}
-		}
+		checkEtcdURL(bad, "etcd.embedded.client-url", c.Etcd.Embedded.ClientURL, "http")
+		checkEtcdURL(bad, "etcd.embedded.peer-url", c.Etcd.Embedded.PeerURL, "http")
 	}
 	if uses("cluster") {
 		if c.Cluster.ID != "" && !keys.IsLabel(c.Cluster.ID) {
@@ -661,6 +656,46 @@ func checkAutopath(bad func(string, string, ...any), d Dnsd) {
 			bad("dnsd.autopath-suffix", "dnsd.zones serves %s, which overlaps %s", z.Name, apZone)
 		}
 	}
+}
+
+// checkEtcdURL refuses what of an etcd URL would be dropped unseen:
+// clientv3 and the embedded etcd take its scheme and host only. A user and
+// password in it are never sent (the client runs without auth), yet the
+// URL is logged and, as an endpoint, a label of dnsd's metrics; a path, a
+// query or a fragment says something etcd never hears. A bare "/" says
+// nothing, and an endpoint copied from a browser has one.
+func checkEtcdURL(bad func(string, string, ...any), key, raw string, schemes ...string) {
+	want := "http"
+	if slices.Contains(schemes, "https") {
+		want = "http(s)"
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || !slices.Contains(schemes, u.Scheme) || u.Host == "" || u.Opaque != "":
+		bad(key, "%q is not an %s URL (scheme://host:port)", redactURL(raw), want)
+	case u.User != nil:
+		bad(key, "%q has a user or password in it, which is never sent to etcd: give them as etcd.username and ETCDNS_ETCD_PASSWORD (or etcd.password)", redactURL(raw))
+	case u.Path != "" && u.Path != "/", u.RawQuery != "" || u.ForceQuery, u.Fragment != "":
+		bad(key, "%q: etcd reads the scheme, host and port of a URL only; leave off the path, query and fragment", redactURL(raw))
+	}
+}
+
+// redactURL is raw for an error message, a password in it replaced, also
+// where raw does not parse as a URL (root:pw@host:2379 parses with the
+// scheme root).
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Opaque == "" {
+		return u.Redacted()
+	}
+	at := strings.LastIndex(raw, "@")
+	if at < 0 {
+		return raw
+	}
+	start := 0
+	if i := strings.Index(raw, "://"); i >= 0 && i < at {
+		start = i + len("://")
+	}
+	return raw[:start] + "xxxxx" + raw[at:]
 }
 
 func checkListen(bad func(string, string, ...any), key, addr string) {

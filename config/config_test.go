@@ -365,3 +365,36 @@ func TestZoneModes(t *testing.T) {
 		}
 	}
 }
+
+// An etcd URL is its scheme, host and port: clientv3 drops the rest
+// unseen. A password in it would not be sent, yet be logged and exported
+// as a metrics label, so the error shows the URL without it.
+func TestEtcdURLs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--etcd.endpoints", "http://root:s3cret@10.0.0.1:2379"}, "etcd.endpoints: \"http://root:xxxxx@10.0.0.1:2379\" has a user or password in it, which is never sent to etcd: give them as etcd.username and ETCDNS_ETCD_PASSWORD"},
+		{[]string{"--etcd.endpoints", "https://10.0.0.2:2379,http://root@10.0.0.1:2379"}, "etcd.username"},
+		{[]string{"--etcd.endpoints", "root:s3cret@10.0.0.1:2379"}, "etcd.endpoints: \"xxxxx@10.0.0.1:2379\" is not an http(s) URL"},
+		{[]string{"--etcd.endpoints", "http://root:s3cret@10.0.0.1:2379/%zz"}, "etcd.endpoints: \"http://xxxxx@10.0.0.1:2379/%zz\" is not an http(s) URL"},
+		{[]string{"--etcd.endpoints", "http://10.0.0.1:2379/v3"}, "etcd.endpoints: \"http://10.0.0.1:2379/v3\": etcd reads the scheme, host and port of a URL only"},
+		{[]string{"--etcd.endpoints", "http://10.0.0.1:2379?timeout=1s"}, "etcd.endpoints"},
+		{[]string{"--etcd.endpoints", "http://10.0.0.1:2379?"}, "etcd.endpoints"},
+		{[]string{"--etcd.endpoints", "http://10.0.0.1:2379#a"}, "etcd.endpoints"},
+		{[]string{"--etcd.embedded.client-url", "http://root:s3cret@127.0.0.1:2379"}, "etcd.embedded.client-url: \"http://root:xxxxx@127.0.0.1:2379\" has a user or password"},
+		{[]string{"--etcd.embedded.peer-url", "https://127.0.0.1:2380"}, "etcd.embedded.peer-url: \"https://127.0.0.1:2380\" is not an http URL"},
+	} {
+		_, err := load(t, tc.args, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v; want one with %q", tc.args, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%v: the error shows the password: %v", tc.args, err)
+		}
+	}
+	c, err := load(t, []string{"--etcd.endpoints", "http://10.0.0.1:2379/,https://[fd00::1]:2379"}, all()...)
+	if err != nil || len(c.Etcd.Endpoints) != 2 {
+		t.Errorf("plain endpoints: %v, %v", c, err)
+	}
+}
