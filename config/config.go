@@ -450,6 +450,19 @@ func (c *Config) Validate(sections ...string) error {
 		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
 			bad("etcd.cert-file", "cert-file and key-file go together")
 		}
+		// clientv3 dials an http:// endpoint in cleartext whatever TLS
+		// files it is given: the password and every record would cross
+		// unencrypted while the files said otherwise.
+		if c.Etcd.CAFile != "" || c.Etcd.CertFile != "" {
+			if len(c.Etcd.Endpoints) == 0 {
+				bad("etcd.endpoints", "empty, so etcd.embedded.client-url %s is dialled, without TLS, yet etcd.ca-file or etcd.cert-file asks for TLS; list the etcd's https:// URLs", redactURL(c.Etcd.Embedded.ClientURL))
+			}
+			for _, e := range c.Etcd.Endpoints {
+				if u, err := url.Parse(e); err == nil && u.Scheme == "http" {
+					bad("etcd.endpoints", "%q is dialled without TLS, yet etcd.ca-file or etcd.cert-file asks for TLS; write https://", redactURL(e))
+				}
+			}
+		}
 		checkEtcdURL(bad, "etcd.embedded.client-url", c.Etcd.Embedded.ClientURL, "http")
 		checkEtcdURL(bad, "etcd.embedded.peer-url", c.Etcd.Embedded.PeerURL, "http")
 	}

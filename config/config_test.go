@@ -398,3 +398,25 @@ func TestEtcdURLs(t *testing.T) {
 		t.Errorf("plain endpoints: %v, %v", c, err)
 	}
 }
+
+// TLS files with an http:// endpoint would be dropped by clientv3 without
+// a word: refused, as is the embedded etcd's http URL they would go with.
+func TestTLSNeedsHTTPS(t *testing.T) {
+	tls := []string{"--etcd.ca-file", "ca.pem"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{append([]string{"--etcd.endpoints", "https://10.0.0.2:2379,http://10.0.0.1:2379"}, tls...), `etcd.endpoints: "http://10.0.0.1:2379" is dialled without TLS, yet etcd.ca-file or etcd.cert-file asks for TLS`},
+		{[]string{"--etcd.endpoints", "http://10.0.0.1:2379", "--etcd.cert-file", "c.pem", "--etcd.key-file", "c.key"}, "etcd.endpoints"},
+		{tls, "etcd.endpoints: empty, so etcd.embedded.client-url http://127.0.0.1:2379 is dialled, without TLS"},
+	} {
+		_, err := load(t, tc.args, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v; want one with %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := load(t, append([]string{"--etcd.endpoints", "https://10.0.0.1:2379"}, tls...), all()...); err != nil {
+		t.Errorf("https with a CA: %v", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -44,7 +45,7 @@ func New(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Client
 		cli.Close()
 		return nil, fmt.Errorf("etcd: no endpoint answered: %w", errors.Join(errs...))
 	}
-	logger(log).Info("etcd connected", "endpoints", endpoints, "tls", c.CAFile != "" || c.CertFile != "", "user", User(c))
+	logger(log).Info("etcd connected", "endpoints", endpoints, "tls", tlsOf(endpoints), "user", User(c))
 	return cli, nil
 }
 
@@ -56,7 +57,7 @@ func Dial(ctx context.Context, c config.Etcd, log *slog.Logger) (*clientv3.Clien
 	if err != nil {
 		return nil, err
 	}
-	logger(log).Info("etcd client started", "endpoints", endpoints, "tls", c.CAFile != "" || c.CertFile != "", "user", User(c))
+	logger(log).Info("etcd client started", "endpoints", endpoints, "tls", tlsOf(endpoints), "user", User(c))
 	return cli, nil
 }
 
@@ -92,6 +93,26 @@ func endpointsOf(c config.Etcd) []string {
 		return []string{c.Embedded.ClientURL}
 	}
 	return c.Endpoints
+}
+
+// tlsOf is what the log says of TLS: the endpoints' schemes decide it, not
+// the TLS files, which clientv3 ignores for an http:// endpoint (config
+// refuses them together; a caller need not have validated). A list of both
+// kinds is "mixed".
+func tlsOf(endpoints []string) any {
+	n := 0
+	for _, ep := range endpoints {
+		if strings.HasPrefix(ep, "https://") {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return false
+	case len(endpoints):
+		return true
+	}
+	return "mixed"
 }
 
 func dial(ctx context.Context, c config.Etcd, t *tokens, opts ...grpc.DialOption) (*clientv3.Client, []string, error) {

@@ -8,11 +8,13 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,5 +106,36 @@ func TestNewWithTLS(t *testing.T) {
 	if cli2, err := New(ctx, noCert, nil); err == nil {
 		cli2.Close()
 		t.Fatal("connected without a client certificate")
+	}
+}
+
+// The log's tls says what the endpoints' schemes make of the connection:
+// clientv3 dials http:// in cleartext whatever TLS files it is given, and
+// https:// with TLS (the system's roots) without them.
+func TestLogSaysTLSByScheme(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	_, _, caFile, _ := writeCert(t, dir, "ca", &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}, nil, nil)
+	for _, tc := range []struct {
+		c    config.Etcd
+		want string
+	}{
+		{config.Etcd{Endpoints: []string{"http://127.0.0.1:1"}, CAFile: caFile}, "tls=false"},
+		{config.Etcd{Endpoints: []string{"https://127.0.0.1:1"}}, "tls=true"},
+		{config.Etcd{Endpoints: []string{"https://127.0.0.1:1", "http://127.0.0.1:2"}, CAFile: caFile}, "tls=mixed"},
+	} {
+		var buf strings.Builder
+		cli, err := Dial(context.Background(), tc.c, slog.New(slog.NewTextHandler(&buf, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli.Close()
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%v with ca-file %q logs %q; want %s", tc.c.Endpoints, tc.c.CAFile, buf.String(), tc.want)
+		}
 	}
 }
