@@ -615,11 +615,7 @@ func (c *Config) Validate(sections ...string) error {
 				bad("dnsd.query-log", "%q: want some of %s", c, strings.Join(QueryLogClasses, ", "))
 			}
 		}
-		for key, n := range map[string]string{"dnsd.soa-mname": d.SOAMname, "dnsd.soa-rname": d.SOARname} {
-			if _, err := keys.CanonicalName(n); err != nil {
-				bad(key, "%v", err)
-			}
-		}
+		checkSOANames(bad, d)
 		if _, err := d.ParsedUpstreams(); err != nil {
 			errs = append(errs, err)
 		}
@@ -709,6 +705,30 @@ func redactURL(raw string) string {
 		start = i + len("://")
 	}
 	return raw[:start] + "xxxxx" + raw[at:]
+}
+
+// checkSOANames checks dnsd.soa-mname and dnsd.soa-rname as they are
+// used: joined to each zone's name (server/answer, server/skydns). A
+// trailing dot would make an empty label there, and a name too long for
+// one zone a record that cannot be packed: every SOA and negative answer
+// of the zone would be SERVFAIL.
+func checkSOANames(bad func(string, string, ...any), d Dnsd) {
+	zones, _ := d.ParsedZones() // its errors are reported on their own
+	for _, s := range []struct{ key, name string }{{"dnsd.soa-mname", d.SOAMname}, {"dnsd.soa-rname", d.SOARname}} {
+		if strings.HasSuffix(s.name, ".") {
+			bad(s.key, "%q ends in a dot, but it is a name relative to each zone of dnsd.zones (ns.dns is ns.dns.<zone>); leave the dot off", s.name)
+			continue
+		}
+		if _, err := keys.CanonicalName(s.name); err != nil {
+			bad(s.key, "%v", err)
+			continue
+		}
+		for _, z := range zones {
+			if _, err := keys.CanonicalName(s.name + "." + z.Name); err != nil {
+				bad(s.key, "%q joined to zone %s: %v", s.name, z.Name, err)
+			}
+		}
+	}
 }
 
 func checkListen(bad func(string, string, ...any), key, addr string) {

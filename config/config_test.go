@@ -420,3 +420,31 @@ func TestTLSNeedsHTTPS(t *testing.T) {
 		t.Errorf("https with a CA: %v", err)
 	}
 }
+
+// The SOA's names are relative to each zone, which server/answer joins on:
+// a trailing dot, or a name too long with some zone, made every SOA and
+// negative answer of the zone SERVFAIL.
+func TestSOANames(t *testing.T) {
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) // 182 characters
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--dnsd.soa-mname", "ns.dns."}, `dnsd.soa-mname: "ns.dns." ends in a dot, but it is a name relative to each zone of dnsd.zones (ns.dns is ns.dns.<zone>)`},
+		{[]string{"--dnsd.soa-rname", "hostmaster.example.com."}, `dnsd.soa-rname: "hostmaster.example.com." ends in a dot`},
+		{[]string{"--dnsd.soa-mname", "."}, "dnsd.soa-mname"},
+		{[]string{"--dnsd.soa-rname", long, "--dnsd.zones", "cluster.local," + strings.Repeat("z", 63) + ".example"}, "dnsd.soa-rname: \"" + long + "\" joined to zone " + strings.Repeat("z", 63) + ".example: name"},
+	} {
+		_, err := load(t, tc.args, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v; want one with %q", tc.args, err, tc.want)
+		}
+	}
+	// 182 characters, and 71 more with ".clusterset.local": 253, the most.
+	if _, err := load(t, []string{"--dnsd.soa-rname", long + "." + strings.Repeat("d", 53)}, all()...); err != nil {
+		t.Errorf("a name that fits every zone: %v", err)
+	}
+	if _, err := load(t, []string{"--dnsd.soa-rname", long + "." + strings.Repeat("d", 54)}, all()...); err == nil || !strings.Contains(err.Error(), "joined to zone clusterset.local") {
+		t.Errorf("a name one octet too long in clusterset.local: %v", err)
+	}
+}
