@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -251,12 +252,13 @@ type Loader struct {
 	v        *viper.Viper
 	sections []string
 	file     *string
+	fs       *pflag.FlagSet
 }
 
 // NewLoader registers --config and one flag per setting of the given
 // top-level sections of config.yaml, documented with the file's comments.
 func NewLoader(fs *pflag.FlagSet, sections ...string) *Loader {
-	l := &Loader{v: viper.New(), sections: sections}
+	l := &Loader{v: viper.New(), sections: sections, fs: fs}
 	l.file = fs.String("config", "", "configuration file (YAML, the keys of config.yaml); ETCDNS_CONFIG also works")
 	for _, s := range Settings() {
 		if !l.uses(s.Key) {
@@ -341,6 +343,13 @@ func (l *Loader) Load() (*Config, error) {
 	v.SetEnvPrefix("ETCDNS")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_", "-", "_"))
 	v.AutomaticEnv()
+	// A variable set empty is an empty value, not an absent one, so that
+	// a setting whose empty value is off (dnsd.metrics-listen) can be
+	// turned off from the environment, and a list emptied.
+	v.AllowEmptyEnv(true)
+	if err := l.emptyEnv(); err != nil {
+		return nil, err
+	}
 	file := *l.file
 	if file == "" {
 		file = v.GetString("config")
@@ -366,6 +375,34 @@ func (l *Loader) Load() (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// emptyEnv refuses an empty variable for a number, duration or bool,
+// which have no empty value: decoded, it would be 0 or false (dnsd.ttl
+// 0, dnsd.rotate off), not the default a user who cleared it expects. A
+// flag given for the setting wins over it, as over any variable.
+func (l *Loader) emptyEnv() error {
+	var errs []error
+	for _, s := range Settings() {
+		if !l.uses(s.Key) || s.Type == TypeString || s.Type == TypeList {
+			continue
+		}
+		if f := l.fs.Lookup(s.Key); f != nil && f.Changed {
+			continue
+		}
+		if val, ok := os.LookupEnv(s.Env()); ok && strings.TrimSpace(val) == "" {
+			errs = append(errs, fmt.Errorf("%s: %s is set but empty; give %s, or unset it for the default (%s)", s.Key, s.Env(), emptyWant[s.Type], s.Default))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var emptyWant = map[Type]string{
+	TypeBool:     "true or false",
+	TypeInt:      "a whole number",
+	TypeUint16:   "a whole number",
+	TypeUint32:   "a whole number",
+	TypeDuration: "a duration such as 5s",
 }
 
 var durationType = reflect.TypeFor[time.Duration]()

@@ -448,3 +448,40 @@ func TestSOANames(t *testing.T) {
 		t.Errorf("a name one octet too long in clusterset.local: %v", err)
 	}
 }
+
+// A variable set empty is an empty value: a setting whose empty value is
+// off turns off, a list empties, and a number, duration or bool, which
+// have none, is refused rather than read as 0 or false.
+func TestEmptyEnvironment(t *testing.T) {
+	t.Setenv("ETCDNS_DNSD_METRICS_LISTEN", "")
+	t.Setenv("ETCDNS_DNSD_INTERNAL_CLIENTS", "")
+	t.Setenv("ETCDNS_PUBLISHER_METRICS_LISTEN", "")
+	c, err := load(t, nil, all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dnsd.MetricsListen != "" || c.Publisher.MetricsListen != "" || c.Dnsd.InternalClients == nil || len(c.Dnsd.InternalClients) != 0 {
+		t.Errorf("empty variables: dnsd.metrics-listen %q, publisher.metrics-listen %q, dnsd.internal-clients %#v; want off, off, empty",
+			c.Dnsd.MetricsListen, c.Publisher.MetricsListen, c.Dnsd.InternalClients)
+	}
+	for key, want := range map[string]string{
+		"ETCDNS_DNSD_TTL":              "dnsd.ttl: ETCDNS_DNSD_TTL is set but empty; give a whole number, or unset it for the default (5)",
+		"ETCDNS_DNSD_ROTATE":           "dnsd.rotate: ETCDNS_DNSD_ROTATE is set but empty; give true or false",
+		"ETCDNS_DNSD_TCP_IDLE_TIMEOUT": "dnsd.tcp-idle-timeout: ETCDNS_DNSD_TCP_IDLE_TIMEOUT is set but empty; give a duration",
+		"ETCDNS_PUBLISHER_MAX_TXN_OPS": "publisher.max-txn-ops",
+		"ETCDNS_DNSD_SOA_TTL":          "dnsd.soa-ttl",
+	} {
+		t.Run(key, func(t *testing.T) {
+			t.Setenv(key, " ")
+			if _, err := load(t, nil, all()...); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s empty: %v; want an error with %q", key, err, want)
+			}
+		})
+	}
+	// A flag wins over the variable, and a program does not read another's.
+	t.Setenv("ETCDNS_DNSD_ROTATE", "")
+	t.Setenv("ETCDNS_PUBLISHER_TTL", "")
+	if c, err := load(t, []string{"--dnsd.rotate=false"}, "etcd", "cluster", "dnsd"); err != nil || c.Dnsd.Rotate {
+		t.Errorf("--dnsd.rotate=false over an empty ETCDNS_DNSD_ROTATE: rotate %v, %v", c != nil && c.Dnsd.Rotate, err)
+	}
+}

@@ -165,7 +165,9 @@ that read it, so it cannot drift from what the programs accept.
 
 Each setting is also a flag (` + "`--dnsd.listen`" + `) and an environment variable
 (` + "`ETCDNS_DNSD_LISTEN`" + `: ETCDNS_, then the key upper-cased with dots and dashes as
-underscores). A flag wins over the environment, which wins over a file given with ` + "`--config`" + `
+underscores). A variable set empty is an empty value: a list empties, and a setting whose
+empty value is off turns off; a number, duration or bool has none, and is an error. A flag wins
+over the environment, which wins over a file given with ` + "`--config`" + `
 (or ` + "`ETCDNS_CONFIG`" + `), which wins over the defaults. An unknown key or an invalid value stops
 the program at start with a message that names the key. ` + "`dnsd --help`" + ` and ` + "`publisher --help`" + `
 list the settings each program reads, with their types.
