@@ -363,6 +363,7 @@ func (l *Loader) Load() (*Config, error) {
 	var c Config
 	err := v.UnmarshalExact(&c, func(dc *mapstructure.DecoderConfig) {
 		dc.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			quotedText,
 			exactNumbers,
 			mapstructure.StringToTimeDurationHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
@@ -406,6 +407,29 @@ var emptyWant = map[Type]string{
 }
 
 var durationType = reflect.TypeFor[time.Duration]()
+
+// quotedText refuses a file's unquoted number, bool or date for a text
+// setting (a list's entries too). YAML reads it as that type, and what was
+// written is gone before it reaches a string: cluster.id 012 became "10",
+// an etcd.password 0123456 "42798", 0x1f "31", true "1". The value is not
+// shown: the setting may be the password.
+func quotedText(_, to reflect.Type, data any) (any, error) {
+	if to.Kind() != reflect.String {
+		return data, nil
+	}
+	var what string
+	switch data.(type) {
+	case bool:
+		what = "a bool (true would be read as 1)"
+	case int, int64, uint64, float64:
+		what = "a number (012 would be read as 10)"
+	case time.Time:
+		what = "a timestamp"
+	default:
+		return data, nil
+	}
+	return nil, fmt.Errorf("is text, but the file's unquoted value is %s in YAML, not read as written: quote it", what)
+}
 
 // exactNumbers refuses a number from the file that its setting's type
 // cannot hold as written. viper decodes weakly, so that the environment's

@@ -485,3 +485,35 @@ func TestEmptyEnvironment(t *testing.T) {
 		t.Errorf("--dnsd.rotate=false over an empty ETCDNS_DNSD_ROTATE: rotate %v, %v", c != nil && c.Dnsd.Rotate, err)
 	}
 }
+
+// A text setting given an unquoted YAML number, bool or date is refused:
+// decoded, it was no longer what was written, and the error must not show
+// the value, which may be a password.
+func TestTextMustBeQuoted(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ body, want string }{
+		{"cluster:\n  id: 012\n", "'cluster.id' is text, but the file's unquoted value is a number (012 would be read as 10) in YAML, not read as written: quote it"},
+		{"etcd:\n  username: u\n  password: 0123456\n", "'etcd.password' is text"},
+		{"etcd:\n  username: u\n  password: 1e3\n", "'etcd.password' is text"},
+		{"cluster:\n  id: true\n", "'cluster.id' is text, but the file's unquoted value is a bool"},
+		{"cluster:\n  id: 0x1f\n", "'cluster.id' is text"},
+		{"cluster:\n  id: 2001-12-14\n", "'cluster.id' is text, but the file's unquoted value is a timestamp"},
+		{"publisher:\n  namespaces: [apps, 012]\n", "'publisher.namespaces[1]' is text"},
+		{"cluster:\n  pods: false\n", "'cluster.pods' is text"},
+	} {
+		f := filepath.Join(dir, "c.yaml")
+		os.WriteFile(f, []byte(tc.body), 0o644)
+		_, err := load(t, []string{"--config", f}, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v; want one with %q", tc.body, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "123456") || strings.Contains(err.Error(), "1000")) {
+			t.Errorf("%q: the error shows the value: %v", tc.body, err)
+		}
+	}
+	f := filepath.Join(dir, "quoted.yaml")
+	os.WriteFile(f, []byte("cluster:\n  id: \"012\"\netcd:\n  username: u\n  password: '0123456'\n"), 0o644)
+	if c, err := load(t, []string{"--config", f}, all()...); err != nil || c.Cluster.ID != "012" || c.Etcd.Password != "0123456" {
+		t.Errorf("quoted: %v", err)
+	}
+}

@@ -141,7 +141,7 @@ var typeNotes = []struct {
 	typ  Type
 	note string
 }{
-	{TypeString, "text"},
+	{TypeString, "text; in the file, quoted where YAML would read it as a number, bool or date (`id: \"012\"`)"},
 	{TypeBool, "`true` or `false`; a bare flag (`--dnsd.rotate`) is true, `--dnsd.rotate=false` turns it off"},
 	{TypeInt, "a whole number"},
 	{TypeUint16, "a whole number, 0 to 65535"},
