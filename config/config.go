@@ -355,8 +355,14 @@ func (l *Loader) Load() (*Config, error) {
 		file = v.GetString("config")
 	}
 	if file != "" {
-		v.SetConfigFile(file)
-		if err := v.MergeInConfig(); err != nil {
+		b, err := os.ReadFile(file)
+		if err == nil {
+			err = checkFile(b)
+		}
+		if err == nil {
+			err = v.MergeConfig(bytes.NewReader(b))
+		}
+		if err != nil {
 			return nil, fmt.Errorf("config file %s: %w", file, err)
 		}
 	}

@@ -517,3 +517,35 @@ func TestTextMustBeQuoted(t *testing.T) {
 		t.Errorf("quoted: %v", err)
 	}
 }
+
+// What viper's merge would lose unseen is refused: a section given a
+// value (its defaults stayed), and keys that differ only in case (one of
+// them was kept, which one by chance).
+func TestFileShape(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ body, want string }{
+		{"etcd: http://10.1.2.3:2379\n", `etcd (line 1): a section, given a value instead of settings, which would be ignored for the defaults: put its settings on the lines under it, indented, as config.yaml does ("etcd:", then "  endpoints: ...")`},
+		{"dnsd: 5\n", "dnsd (line 1): a section"},
+		{"dnsd: [a]\n", "dnsd (line 1): a section"},
+		{"etcd:\n  embedded: x\n", `etcd.embedded (line 2): a section, given a value instead of settings, which would be ignored for the defaults: put its settings on the lines under it, indented, as config.yaml does ("embedded:", then "  data-dir: ..."`},
+		{"cluster:\n  id: a\n  ID: b\n", "cluster.id (line 2) and cluster.ID (line 3) are the same key, as keys ignore case: keep one"},
+		{"cluster:\n  id: a\nCluster:\n  domain: b\n", "cluster (line 1) and Cluster (line 3) are the same key"},
+		{"- dnsd\n", "line 1: want the sections as keys"},
+	} {
+		f := filepath.Join(dir, "c.yaml")
+		os.WriteFile(f, []byte(tc.body), 0o644)
+		_, err := load(t, []string{"--config", f}, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v; want one with %q", tc.body, err, tc.want)
+		}
+	}
+	// A section with every setting commented out is empty, and keys are
+	// still read whatever their case.
+	for _, body := range []string{"", "# nothing\n", "etcd:\ndnsd:\n  # ttl: 7\n", "Cluster:\n  ID: a\n"} {
+		f := filepath.Join(dir, "ok.yaml")
+		os.WriteFile(f, []byte(body), 0o644)
+		if _, err := load(t, []string{"--config", f}, all()...); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+}

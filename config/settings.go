@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -125,6 +126,75 @@ func Settings() []Setting {
 	}
 	walk("", root.Content[0])
 	return out
+}
+
+// checkFile refuses what viper's merge of a file over the defaults would
+// lose without a word. A section given a value instead of settings (etcd:
+// http://10.1.2.3:2379) is skipped, leaving its defaults; two keys that
+// differ only in case are one setting to viper, and which of their values
+// it keeps depends on a map's order.
+func checkFile(b []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return err
+	}
+	if len(doc.Content) == 0 || isNull(doc.Content[0]) {
+		return nil // empty, or comments only: the defaults
+	}
+	sections := map[string]string{} // dotted section: its first setting, for the example
+	for _, s := range Settings() {
+		for i := strings.LastIndex(s.Key, "."); i > 0; i = strings.LastIndex(s.Key[:i], ".") {
+			if _, ok := sections[s.Key[:i]]; !ok {
+				sections[s.Key[:i]] = s.Key[i+1:]
+			}
+		}
+	}
+	root := deref(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: want the sections as keys (etcd:, cluster:, publisher:, dnsd:), each with its settings under it", root.Line)
+	}
+	var errs []error
+	var walk func(prefix string, m *yaml.Node)
+	walk = func(prefix string, m *yaml.Node) {
+		seen := map[string]*yaml.Node{}
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, val := m.Content[i], deref(m.Content[i+1])
+			if k.Value == "<<" {
+				continue // a merge key: its mapping's keys are checked where it is defined
+			}
+			lk := strings.ToLower(k.Value)
+			if prev, ok := seen[lk]; ok {
+				errs = append(errs, fmt.Errorf("%s%s (line %d) and %s%s (line %d) are the same key, as keys ignore case: keep one", prefix, prev.Value, prev.Line, prefix, k.Value, k.Line))
+				continue
+			}
+			seen[lk] = k
+			key := prefix + lk
+			first, isSection := sections[key]
+			switch {
+			case !isSection || isNull(val):
+			case val.Kind == yaml.MappingNode:
+				walk(key+".", val)
+			default:
+				errs = append(errs, fmt.Errorf("%s (line %d): a section, given a value instead of settings, which would be ignored for the defaults: put its settings on the lines under it, indented, as config.yaml does (%q, then %q)", key, k.Line, k.Value+":", "  "+first+": ..."))
+			}
+		}
+	}
+	walk("", root)
+	return errors.Join(errs...)
+}
+
+// deref follows a YAML alias (*name) to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+// isNull is a key given nothing (dnsd: with every setting commented out),
+// which the merge skips as it should: the defaults stand.
+func isNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
 // sections are config.yaml's top-level keys, the programs that read each
