@@ -378,6 +378,11 @@ func (l *Loader) Load() (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
+	// A list from a flag or variable is split at commas only: "apps, shop"
+	// gave " shop", and no namespace has that name.
+	for i, ns := range c.Publisher.Namespaces {
+		c.Publisher.Namespaces[i] = strings.TrimSpace(ns)
+	}
 	if err := c.Validate(l.sections...); err != nil {
 		return nil, err
 	}
@@ -573,6 +578,16 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if err := keys.CheckPrefix(p.ClustersetPrefix); err != nil {
 			bad("publisher.clusterset-prefix", "%v", err)
+		}
+		seen := map[string]bool{}
+		for _, ns := range p.Namespaces {
+			switch {
+			case !isNamespace(ns):
+				bad("publisher.namespaces", "%q is not a namespace name (a lowercase RFC 1123 label: a-z, 0-9 and '-', at most 63)", ns)
+			case seen[ns]:
+				bad("publisher.namespaces", "%q listed twice", ns)
+			}
+			seen[ns] = true
 		}
 		if ns, name, ok := strings.Cut(p.DNSService, "/"); p.DNSService != "" && (!ok || !keys.IsLabel(ns) || !keys.IsLabel(name)) {
 			bad("publisher.dns-service", "%q is not namespace/name", p.DNSService)
@@ -796,6 +811,21 @@ func checkSOANames(bad func(string, string, ...any), d Dnsd) {
 			}
 		}
 	}
+}
+
+// isNamespace reports whether s can name a Kubernetes namespace: an RFC
+// 1123 label, as the API server requires. One it could not name selects
+// nothing, and the publisher would publish nothing of it without a word.
+func isNamespace(s string) bool {
+	if s == "" || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func checkListen(bad func(string, string, ...any), key, addr string) {

@@ -549,3 +549,28 @@ func TestFileShape(t *testing.T) {
 		}
 	}
 }
+
+// publisher.namespaces entries are trimmed ("apps, shop" from a flag or
+// variable published apps only) and must be names a namespace can have.
+func TestPublisherNamespaces(t *testing.T) {
+	c, err := load(t, []string{"--publisher.namespaces", "apps, shop"}, all()...)
+	if err != nil || !slices.Equal(c.Publisher.Namespaces, []string{"apps", "shop"}) {
+		t.Errorf("--publisher.namespaces 'apps, shop': %q, %v", c.Publisher.Namespaces, err)
+	}
+	t.Setenv("ETCDNS_PUBLISHER_NAMESPACES", " kube-system ,apps")
+	if c, err = load(t, nil, all()...); err != nil || !slices.Equal(c.Publisher.Namespaces, []string{"kube-system", "apps"}) {
+		t.Errorf("ETCDNS_PUBLISHER_NAMESPACES: %q, %v", c.Publisher.Namespaces, err)
+	}
+	os.Unsetenv("ETCDNS_PUBLISHER_NAMESPACES")
+	for _, ns := range []string{"Apps", "apps,", "my_ns", "-apps", "apps.shop", strings.Repeat("a", 64), "apps,apps"} {
+		_, err := load(t, []string{"--publisher.namespaces", ns}, all()...)
+		if err == nil || !strings.Contains(err.Error(), "publisher.namespaces: ") {
+			t.Errorf("--publisher.namespaces %q: error %v; want one naming publisher.namespaces", ns, err)
+		}
+	}
+	// dnsd does not read it.
+	t.Setenv("ETCDNS_PUBLISHER_NAMESPACES", "Apps")
+	if _, err := load(t, nil, "etcd", "cluster", "dnsd"); err != nil {
+		t.Errorf("dnsd with a bad publisher.namespaces: %v", err)
+	}
+}
