@@ -591,6 +591,10 @@ func (c *Config) Validate(sections ...string) error {
 		}
 		if ns, name, ok := strings.Cut(p.DNSService, "/"); p.DNSService != "" && (!ok || !keys.IsLabel(ns) || !keys.IsLabel(name)) {
 			bad("publisher.dns-service", "%q is not namespace/name", p.DNSService)
+		} else if p.DNSService != "" && len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, ns) {
+			// The publisher watches those namespaces only: it would never
+			// see the Service, and write no address for ns.dns.
+			bad("publisher.dns-service", "%q is in namespace %s, which publisher.namespaces leaves out; add it there", p.DNSService, ns)
 		}
 		if p.Federation != "" && !keys.IsLabel(p.Federation) {
 			bad("publisher.federation", "%q is not a lowercase DNS label", p.Federation)

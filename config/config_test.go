@@ -574,3 +574,20 @@ func TestPublisherNamespaces(t *testing.T) {
 		t.Errorf("dnsd with a bad publisher.namespaces: %v", err)
 	}
 }
+
+// The publisher watches publisher.namespaces only: a dns-service outside
+// them was never seen, and ns.dns got no address.
+func TestDNSServiceInNamespaces(t *testing.T) {
+	_, err := load(t, []string{"--publisher.namespaces", "apps", "--publisher.dns-service", "kube-system/kube-dns"}, all()...)
+	if want := `publisher.dns-service: "kube-system/kube-dns" is in namespace kube-system, which publisher.namespaces leaves out`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v; want one with %q", err, want)
+	}
+	for _, args := range [][]string{
+		{"--publisher.namespaces", "apps, kube-system", "--publisher.dns-service", "kube-system/kube-dns"},
+		{"--publisher.dns-service", "kube-system/kube-dns"}, // every namespace
+	} {
+		if _, err := load(t, args, all()...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}
