@@ -522,6 +522,16 @@ func (c *Config) Validate(sections ...string) error {
 		if (c.Etcd.CertFile == "") != (c.Etcd.KeyFile == "") {
 			bad("etcd.cert-file", "cert-file and key-file go together")
 		}
+		// A login needs both (etcdclient's tokensFor): either alone was
+		// dropped, and the client ran as no user while the log named one.
+		// Without a password a client certificate is the login: etcd takes
+		// its CN as the user. The password is never shown.
+		switch {
+		case c.Etcd.Password != "" && c.Etcd.Username == "":
+			bad("etcd.password", "set (ETCDNS_ETCD_PASSWORD, --etcd.password or the file), but etcd.username is empty, so no login would be made; set etcd.username (ETCDNS_ETCD_USERNAME)")
+		case c.Etcd.Username != "" && c.Etcd.Password == "" && c.Etcd.CertFile == "":
+			bad("etcd.username", "%q has no password, so no login would be made; give it as ETCDNS_ETCD_PASSWORD (or etcd.password), or log in with a client certificate (etcd.cert-file), whose CN etcd takes as the user", c.Etcd.Username)
+		}
 		// clientv3 dials an http:// endpoint in cleartext whatever TLS
 		// files it is given: the password and every record would cross
 		// unencrypted while the files said otherwise.

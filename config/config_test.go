@@ -591,3 +591,34 @@ func TestDNSServiceInNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// etcd.username and its password go together: either alone made no login
+// while the log named the user. The password is read from wherever viper
+// finds it, and never shown.
+func TestEtcdLoginNeedsBoth(t *testing.T) {
+	_, err := load(t, []string{"--etcd.username", "dnsd"}, all()...)
+	if want := `etcd.username: "dnsd" has no password, so no login would be made; give it as ETCDNS_ETCD_PASSWORD`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a username alone: %v; want an error with %q", err, want)
+	}
+	t.Setenv("ETCDNS_ETCD_PASSWORD", "s3cret")
+	_, err = load(t, nil, all()...)
+	if want := "etcd.password: set (ETCDNS_ETCD_PASSWORD, --etcd.password or the file), but etcd.username is empty"; err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a password alone: %v; want an error with %q, without the password", err, want)
+	}
+	if c, err := load(t, []string{"--etcd.username", "dnsd"}, all()...); err != nil || c.Etcd.Password != "s3cret" {
+		t.Errorf("username flag, password variable: %v", err)
+	}
+	os.Unsetenv("ETCDNS_ETCD_PASSWORD")
+	dir := t.TempDir()
+	f := filepath.Join(dir, "c.yaml")
+	os.WriteFile(f, []byte("etcd:\n  password: s3cret\n"), 0o644)
+	t.Setenv("ETCDNS_ETCD_USERNAME", "dnsd")
+	if _, err := load(t, []string{"--config", f}, all()...); err != nil {
+		t.Errorf("username variable, password in the file: %v", err)
+	}
+	os.Unsetenv("ETCDNS_ETCD_USERNAME")
+	// A client certificate logs in without a password.
+	if _, err := load(t, []string{"--etcd.username", "dnsd", "--etcd.endpoints", "https://10.0.0.1:2379", "--etcd.cert-file", "c.pem", "--etcd.key-file", "c.key"}, all()...); err != nil {
+		t.Errorf("a username with a client certificate: %v", err)
+	}
+}

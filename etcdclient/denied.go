@@ -51,11 +51,13 @@ func (e *DeniedError) Is(target error) bool { return target == rpctypes.ErrPermi
 // missing grant, which no retry fixes until someone changes the roles.
 func IsDenied(err error) bool { return errors.Is(err, rpctypes.ErrPermissionDenied) }
 
-// User is the etcd user requests made with c run as: etcd.username, else,
-// with a client certificate, its common name (etcd's --client-cert-auth
-// takes the CN as the user when no password is given). "" when neither.
+// User is the etcd user requests made with c run as: etcd.username with a
+// password, else, with a client certificate, its common name (etcd's
+// --client-cert-auth takes the CN as the user when no password login is
+// made). "" when neither. A username without a password makes no login
+// (tokensFor), so it is not the user, whatever it says.
 func User(c config.Etcd) string {
-	if c.Username != "" {
+	if c.Username != "" && c.Password != "" {
 		return c.Username
 	}
 	if c.CertFile == "" {

@@ -88,9 +88,19 @@ func TestNewWithTLS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := config.Etcd{Endpoints: []string{client.String()}, DialTimeout: 2 * time.Second, CAFile: caFile, CertFile: cliCert, KeyFile: cliKey}
-	// With etcd auth on, etcd takes the certificate's CN as the user.
+	// With etcd auth on, etcd takes the certificate's CN as the user, also
+	// where a username is given without a password: no login is made.
 	if u := User(c); u != "publisher" {
 		t.Errorf("User: %q, want the certificate's CN", u)
+	}
+	named := c
+	named.Username = "someone"
+	if u := User(named); u != "publisher" {
+		t.Errorf("User with a username and no password: %q, want the certificate's CN", u)
+	}
+	named.Password = "pw"
+	if u := User(named); u != "someone" {
+		t.Errorf("User with a password login: %q, want its username", u)
 	}
 	cli, err := New(ctx, c, nil)
 	if err != nil {
