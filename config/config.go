@@ -152,6 +152,18 @@ func (d Dnsd) ParsedUpstreams() ([]netip.AddrPort, error) {
 		if ap.Port() == 0 {
 			return nil, fmt.Errorf("dnsd.upstreams: %q: port 0", u)
 		}
+		// None of these is one resolver. The unspecified address reaches
+		// this host: on dnsd's own port each question came back to dnsd
+		// (forward's loop check knows the listen address, not this one).
+		// A group or broadcast address is many hosts, or none.
+		switch a := ap.Addr().Unmap(); {
+		case a.IsUnspecified():
+			return nil, fmt.Errorf("dnsd.upstreams: %q: the unspecified address is no resolver (it reaches this host); give the resolver's own address", u)
+		case a.IsMulticast():
+			return nil, fmt.Errorf("dnsd.upstreams: %q: a multicast address is no resolver; give the resolver's own address", u)
+		case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+			return nil, fmt.Errorf("dnsd.upstreams: %q: the broadcast address is no resolver; give the resolver's own address", u)
+		}
 		out = append(out, ap)
 	}
 	return out, nil

@@ -622,3 +622,17 @@ func TestEtcdLoginNeedsBoth(t *testing.T) {
 		t.Errorf("a username with a client certificate: %v", err)
 	}
 }
+
+// An upstream must be one resolver: 0.0.0.0 on dnsd's own port sent each
+// question back to dnsd, and a group or broadcast address names no one.
+func TestUpstreamAddresses(t *testing.T) {
+	for _, u := range []string{"0.0.0.0", "0.0.0.0:1053", "::", "[::]:53", "::ffff:0.0.0.0", "224.0.0.251", "[ff02::fb]:5353", "255.255.255.255"} {
+		_, err := load(t, []string{"--dnsd.forward", "--dnsd.upstreams", u}, all()...)
+		if err == nil || !strings.Contains(err.Error(), "dnsd.upstreams: \""+u+"\": ") || !strings.Contains(err.Error(), "is no resolver") {
+			t.Errorf("upstream %s: error %v; want one naming dnsd.upstreams", u, err)
+		}
+	}
+	if _, err := (Dnsd{Upstreams: []string{"127.0.0.53", "10.255.255.255", "[fe80::1%eth0]:53"}}).ParsedUpstreams(); err != nil {
+		t.Errorf("unicast upstreams: %v", err)
+	}
+}
