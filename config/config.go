@@ -195,6 +195,15 @@ func (d Dnsd) ParsedInternalClients() ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// MaxTxnBytes bounds publisher.max-txn-bytes: clientv3 refuses to send a
+// request larger (its MaxCallSendMsgSize default, etcdclient.CallOptions),
+// so a transaction split to a larger size would fail every time.
+const MaxTxnBytes = 2 << 20
+
+// MaxTTL is the largest TTL: RFC 2181 section 8 has a TTL with the top
+// bit set read as 0, so a resolver would not cache at all.
+const MaxTTL = math.MaxInt32
+
 // Local-use EDNS(0) option codes (RFC 6891 section 9): a code outside the
 // range could be one a future standard gives another meaning.
 const (
@@ -654,9 +663,10 @@ func (c *Config) Validate(sections ...string) error {
 		if p.MaxTxnOps < 2 {
 			bad("publisher.max-txn-ops", "%d: at least 2", p.MaxTxnOps)
 		}
-		if p.MaxTxnBytes < 4096 {
-			bad("publisher.max-txn-bytes", "%d: at least 4096", p.MaxTxnBytes)
+		if p.MaxTxnBytes < 4096 || p.MaxTxnBytes > MaxTxnBytes {
+			bad("publisher.max-txn-bytes", "%d: 4096 to %d, the largest request clientv3 sends (etcd's default --max-request-bytes is 1572864)", p.MaxTxnBytes, MaxTxnBytes)
 		}
+		checkTTL(bad, "publisher.ttl", p.TTL)
 	}
 	if uses("dnsd") {
 		d := c.Dnsd
@@ -724,6 +734,10 @@ func (c *Config) Validate(sections ...string) error {
 			}
 		}
 		checkSOANames(bad, d)
+		checkTTL(bad, "dnsd.ttl", d.TTL)
+		checkTTL(bad, "dnsd.soa-ttl", d.SOATTL)
+		checkTTL(bad, "dnsd.soa-minimum", d.SOAMinimum)
+		checkTTL(bad, "dnsd.forward-max-ttl", d.ForwardMaxTTL)
 		if _, err := d.ParsedUpstreams(); err != nil {
 			errs = append(errs, err)
 		}
@@ -852,6 +866,12 @@ func isNamespace(s string) bool {
 		}
 	}
 	return true
+}
+
+func checkTTL(bad func(string, string, ...any), key string, ttl uint32) {
+	if ttl > MaxTTL {
+		bad(key, "%d: at most %d (RFC 2181 section 8: a larger TTL is read as 0)", ttl, MaxTTL)
+	}
 }
 
 func checkListen(bad func(string, string, ...any), key, addr string) {

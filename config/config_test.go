@@ -636,3 +636,31 @@ func TestUpstreamAddresses(t *testing.T) {
 		t.Errorf("unicast upstreams: %v", err)
 	}
 }
+
+// publisher.max-txn-bytes cannot exceed what clientv3 sends, and TTLs
+// what RFC 2181 section 8 lets a resolver cache.
+func TestUpperBounds(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--publisher.max-txn-bytes", "2097153"}, "publisher.max-txn-bytes: 2097153: 4096 to 2097152"},
+		{[]string{"--publisher.max-txn-bytes", "100000000"}, "publisher.max-txn-bytes"},
+		{[]string{"--publisher.max-txn-bytes", "4095"}, "publisher.max-txn-bytes"},
+		{[]string{"--publisher.ttl", "2147483648"}, "publisher.ttl: 2147483648: at most 2147483647"},
+		{[]string{"--dnsd.ttl", "4294967295"}, "dnsd.ttl: 4294967295: at most 2147483647"},
+		{[]string{"--dnsd.soa-ttl", "2147483648"}, "dnsd.soa-ttl"},
+		{[]string{"--dnsd.soa-minimum", "2147483648"}, "dnsd.soa-minimum"},
+		{[]string{"--dnsd.forward-max-ttl", "2147483648"}, "dnsd.forward-max-ttl"},
+	} {
+		_, err := load(t, tc.args, all()...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: error %v; want one with %q", tc.args, err, tc.want)
+		}
+	}
+	max := []string{"--publisher.max-txn-bytes", "2097152", "--publisher.ttl", "2147483647", "--dnsd.ttl", "2147483647",
+		"--dnsd.soa-ttl", "2147483647", "--dnsd.soa-minimum", "2147483647", "--dnsd.forward-max-ttl", "2147483647"}
+	if _, err := load(t, max, all()...); err != nil {
+		t.Errorf("the largest values: %v", err)
+	}
+}
