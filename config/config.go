@@ -724,8 +724,10 @@ func (c *Config) Validate(sections ...string) error {
 		if d.PageSize < 1 {
 			bad("dnsd.page-size", "%d: must be at least 1", d.PageSize)
 		}
-		if _, err := d.ParsedZones(); err != nil {
+		if zones, err := d.ParsedZones(); err != nil {
 			errs = append(errs, err)
+		} else if uses("cluster") {
+			checkClusterZone(bad, c.Cluster.Domain, zones)
 		}
 		checkListen(bad, "dnsd.metrics-listen", d.MetricsListen)
 		for _, c := range d.QueryLog {
@@ -827,6 +829,28 @@ func redactURL(raw string) string {
 		start = i + len("://")
 	}
 	return raw[:start] + "xxxxx" + raw[at:]
+}
+
+// checkClusterZone refuses a dnsd that serves etcdns zones but not the
+// cluster domain: the publisher writes the cluster's names under
+// cluster.domain, and dnsd would answer none of them (REFUSED, or sent
+// upstream). A dnsd of SkyDNS zones only serves another writer's data
+// (docs/skydns.md), whatever the cluster domain is.
+func checkClusterZone(bad func(string, string, ...any), domain string, zones []Zone) {
+	cd, err := keys.CanonicalName(domain)
+	if err != nil {
+		return // cluster.domain's own error says why
+	}
+	etcdns := false
+	for _, z := range zones {
+		if z.Name == cd {
+			return
+		}
+		etcdns = etcdns || !z.SkyDNS
+	}
+	if etcdns {
+		bad("dnsd.zones", "no zone is cluster.domain %s, so dnsd would answer none of the cluster's names the publisher writes there; add %s=<publisher.prefix> to dnsd.zones, or set cluster.domain to the domain the cluster uses", cd, cd)
+	}
 }
 
 // checkSOANames checks dnsd.soa-mname and dnsd.soa-rname as they are

@@ -664,3 +664,33 @@ func TestUpperBounds(t *testing.T) {
 		t.Errorf("the largest values: %v", err)
 	}
 }
+
+// dnsd serves the cluster's names only from a zone named cluster.domain:
+// one that serves etcdns zones without it answered none of them. The
+// defaults have it, and a dnsd of SkyDNS zones only needs none.
+func TestDnsdServesClusterDomain(t *testing.T) {
+	dnsd := []string{"etcd", "cluster", "dnsd"}
+	for _, args := range [][]string{
+		{"--cluster.domain", "k8s.example"},
+		{"--dnsd.zones", "clusterset.local,in-addr.arpa"},
+		{"--dnsd.zones", "example.org=/skydns:skydns,example.net=/skydns"},
+	} {
+		_, err := load(t, args, dnsd...)
+		if want := "dnsd.zones: no zone is cluster.domain "; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: error %v; want one with %q", args, err, want)
+		}
+	}
+	for _, args := range [][]string{
+		nil,
+		{"--cluster.domain", "K8s.Example.", "--dnsd.zones", "k8s.example=/skydns,in-addr.arpa"},
+		{"--dnsd.zones", "example.org=/skydns:skydns,10.in-addr.arpa=/skydns:skydns"},
+	} {
+		if _, err := load(t, args, dnsd...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	// The publisher does not read dnsd.zones.
+	if _, err := load(t, []string{"--cluster.domain", "k8s.example"}, "etcd", "cluster", "publisher"); err != nil {
+		t.Errorf("publisher: %v", err)
+	}
+}
