@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strings"
+	"net/url"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -102,7 +102,7 @@ func endpointsOf(c config.Etcd) []string {
 func tlsOf(endpoints []string) any {
 	n := 0
 	for _, ep := range endpoints {
-		if strings.HasPrefix(ep, "https://") {
+		if u, err := url.Parse(ep); err == nil && u.Scheme == "https" { // Parse lowercases it, as clientv3 reads it
 			n++
 		}
 	}

@@ -136,6 +136,7 @@ func TestLogSaysTLSByScheme(t *testing.T) {
 	}{
 		{config.Etcd{Endpoints: []string{"http://127.0.0.1:1"}, CAFile: caFile}, "tls=false"},
 		{config.Etcd{Endpoints: []string{"https://127.0.0.1:1"}}, "tls=true"},
+		{config.Etcd{Endpoints: []string{"HTTPS://127.0.0.1:1"}}, "tls=true"},
 		{config.Etcd{Endpoints: []string{"https://127.0.0.1:1", "http://127.0.0.1:2"}, CAFile: caFile}, "tls=mixed"},
 	} {
 		var buf strings.Builder
