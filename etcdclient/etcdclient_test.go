@@ -54,7 +54,8 @@ func TestNewWithAuth(t *testing.T) {
 	u := startEmbedded(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	base := config.Etcd{Endpoints: []string{u}, DialTimeout: 2 * time.Second, RequestTimeout: 2 * time.Second}
+	// A login is a bcrypt check on the member: seconds on two loaded cores.
+	base := config.Etcd{Endpoints: []string{u}, DialTimeout: 10 * time.Second, RequestTimeout: 10 * time.Second}
 	admin, err := New(ctx, base, nil)
 	if err != nil {
 		t.Fatal(err)
