@@ -48,14 +48,22 @@ func writeCert(t *testing.T, dir, name string, tmpl *x509.Certificate, parent *x
 	return cert, key, certFile, keyFile
 }
 
-func TestNewWithTLS(t *testing.T) {
-	dir := t.TempDir()
+// writeCA writes a self-signed CA of an hour either side of now.
+func writeCA(t *testing.T, dir string) (*x509.Certificate, *ecdsa.PrivateKey, string) {
+	t.Helper()
 	now := time.Now()
-	ca, caKey, caFile, _ := writeCert(t, dir, "ca", &x509.Certificate{
+	ca, key, file, _ := writeCert(t, dir, "ca", &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}, nil, nil)
+	return ca, key, file
+}
+
+func TestNewWithTLS(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	ca, caKey, caFile := writeCA(t, dir)
 	_, _, srvCert, srvKey := writeCert(t, dir, "server", &x509.Certificate{
 		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "etcd"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
@@ -124,12 +132,7 @@ func TestNewWithTLS(t *testing.T) {
 // https:// with TLS (the system's roots) without them.
 func TestLogSaysTLSByScheme(t *testing.T) {
 	dir := t.TempDir()
-	now := time.Now()
-	_, _, caFile, _ := writeCert(t, dir, "ca", &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}, nil, nil)
+	_, _, caFile := writeCA(t, dir)
 	for _, tc := range []struct {
 		c    config.Etcd
 		want string

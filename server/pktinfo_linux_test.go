@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -196,22 +197,14 @@ func TestPktinfoBadControlData(t *testing.T) {
 // An answer the kernel refuses to send from the address asked (one the
 // host has since lost) goes as it would without pktinfo.
 func TestPktinfoRefusedSourceFallsBack(t *testing.T) {
-	pc, err := (&net.ListenConfig{Control: udpControl}).ListenPacket(context.Background(), "udp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	rc, err := pc.(*net.UDPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, rc := controlledSocket(t, "udp4", "0.0.0.0:0")
 	client, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
 
-	b := newUDPBatch(newServer(t, testSnapshot(t, 0)).newUDPWorker(pc.(*net.UDPConn)), true)
+	b := newUDPBatch(newServer(t, testSnapshot(t, 0)).newUDPWorker(pc), true)
 	b.rc = rc
 	sa4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(&b.names[0]))
 	sa4.Family, sa4.Addr = unix.AF_INET, [4]byte{127, 0, 0, 1}
@@ -236,15 +229,7 @@ func TestPktinfoRefusedSourceFallsBack(t *testing.T) {
 // ::1 alone is no proof of an answer's source (it is the only IPv6
 // loopback address), so the batch's reading of it is checked here.
 func TestPktinfoReadsIPv6Destination(t *testing.T) {
-	pc, err := (&net.ListenConfig{Control: udpControl}).ListenPacket(context.Background(), "udp", "[::]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	rc, err := pc.(*net.UDPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, rc := controlledSocket(t, "udp", "[::]:0")
 	port := pc.LocalAddr().(*net.UDPAddr).Port
 	for _, to := range []string{"::1", "127.0.0.2"} {
 		c, err := net.Dial("udp", net.JoinHostPort(to, fmt.Sprint(port)))
@@ -265,4 +250,20 @@ func TestPktinfoReadsIPv6Destination(t *testing.T) {
 			t.Errorf("a datagram to %s read as sent to %v", to, got)
 		}
 	}
+}
+
+// controlledSocket is a UDP socket with dnsd's options (udpControl),
+// closed when the test ends, and its raw connection.
+func controlledSocket(t *testing.T, network, addr string) (*net.UDPConn, syscall.RawConn) {
+	t.Helper()
+	pc, err := (&net.ListenConfig{Control: udpControl}).ListenPacket(context.Background(), network, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	rc, err := pc.(*net.UDPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc.(*net.UDPConn), rc
 }
