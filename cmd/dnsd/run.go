@@ -32,6 +32,9 @@ import (
 func run(ctx context.Context, cfg *config.Config) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// Once shutting down, a second signal ends the process at once, as
+	// an operator sending it expects, instead of being swallowed.
+	context.AfterFunc(ctx, stop)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	// Before server.New and the releaser, which size the answer cache and
 	// their warnings by the limit.

@@ -40,6 +40,9 @@ import (
 func run(ctx context.Context, cfg *config.Config) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// Once shutting down, a second signal ends the process at once, as
+	// an operator sending it expects, instead of being swallowed.
+	context.AfterFunc(ctx, stop)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	slog.SetDefault(log)
 	heaplimit.Set(log)
