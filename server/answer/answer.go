@@ -239,30 +239,37 @@ func (r *resolver) resolve(name, owner string, qtype uint16) {
 }
 
 // elsewhere adds the records of a CNAME's target (canonical name, and as
-// written) that is in no part of r.z: another zone dnsd serves answers it,
-// and a name in none comes from r.client.Outside, what the server found
-// for it upstream or at a stub domain for this client (nothing where this
-// client may not have it forwarded: the CNAME alone). What comes from
-// another zone is added, its rcode not taken: the chain's answer is this
-// zone's.
+// written) that is in no part of r.z. What comes from another zone is
+// added, its rcode not taken: the chain's answer is this zone's.
 func (r *resolver) elsewhere(name, target string, qtype uint16, hops int) {
+	at := resolver{s: r.s, o: r.o, rot: r.rot, client: r.client, opt: r.opt, reads: r.reads, hops: hops}
+	rrs, personal := at.follow(name, target, qtype)
+	r.answer = append(r.answer, rrs...)
+	r.personal = r.personal || personal
+}
+
+// follow answers a name (canonical, and as written) that a CNAME, SRV or
+// MX of one zone points at from wherever it is, for the question r holds
+// the rest of (its zone aside): another zone dnsd serves answers it from
+// memory, and a name in none comes from r.client.Outside, what the server
+// found for it upstream or at a stub domain for this client (nothing where
+// this client may not have it forwarded). personal: the answer depends on
+// the client. r.hops counts the CNAMEs followed before.
+func (r resolver) follow(name, written string, qtype uint16) (rrs []dns.RR, personal bool) {
+	out := r.client.Outside
 	other := r.s.Zone(name)
 	switch {
 	case other == nil:
-		out := r.client.Outside
-		r.answer = append(r.answer, out.lookup(r.s, target, qtype)...)
-		r.personal = r.personal || out != nil && out.consulted
+		rrs = out.lookup(r.s, written, qtype)
+		return rrs, out != nil && out.consulted
 	case other.SkyDNS:
-		r.reads.untrack()
-		res := askSkyDNS(r.s, other, dns.Question{Name: target, Qtype: qtype, Qclass: dns.ClassINET}, r.o, r.client.Outside, hops)
-		r.answer = append(r.answer, res.Answer...)
-		r.personal = r.personal || r.client.Outside != nil && r.client.Outside.consulted
-	default:
-		sub := resolver{s: r.s, z: other, o: r.o, rot: r.rot, client: r.client, opt: r.opt, reads: r.reads, target: true, hops: hops}
-		sub.resolve(name, target, qtype)
-		r.answer = append(r.answer, sub.answer...)
-		r.personal = r.personal || sub.personal
+		r.reads.untrack() // a subtree read
+		res := askSkyDNS(r.s, other, dns.Question{Name: written, Qtype: qtype, Qclass: dns.ClassINET}, r.o, out, r.hops)
+		return res.Answer, out != nil && out.consulted
 	}
+	r.z, r.target = other, true
+	r.resolve(name, written, qtype)
+	return r.answer, r.personal
 }
 
 // apex answers the synthesized SOA and NS records; false when qtype is not

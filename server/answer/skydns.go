@@ -43,17 +43,10 @@ func askSkyDNS(s *snap.Snapshot, z *snap.Zone, q dns.Question, o *Options, out *
 		if depth >= maxChase {
 			return nil, false
 		}
-		canon := strings.ToLower(strings.TrimSuffix(name, "."))
-		other := s.Zone(canon)
-		switch {
-		case other == nil:
-			return out.lookup(s, name, qtype), true
-		case other.SkyDNS:
-			return askSkyDNS(s, other, dns.Question{Name: name, Qtype: qtype, Qclass: dns.ClassINET}, o, out, depth+1).Answer, true
-		}
-		r := resolver{s: s, z: other, o: o, client: Client{Outside: out}, target: true, hops: depth + 1}
-		r.resolve(canon, dns.Fqdn(name), qtype)
-		return r.answer, true
+		// answerSkyDNS tracks no reads, and tells personal by out.
+		at := resolver{s: s, o: o, client: Client{Outside: out}, hops: depth + 1}
+		rrs, _ := at.follow(strings.ToLower(strings.TrimSuffix(name, ".")), dns.Fqdn(name), qtype)
+		return rrs, true
 	}
 	return skydns.Answer(z.Sky, &sz, q, up)
 }
