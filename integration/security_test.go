@@ -209,14 +209,14 @@ func TestEtcdSecurity(t *testing.T) {
 	wantA := dryRun("a", dirA)
 	var forged string
 	for k := range wantA {
-		if strings.HasPrefix(k, "/skydns/local/clusterset/svc/prod/api/") && strings.Count(k, "/") == 7 {
+		if strings.HasPrefix(k, "/skydns/local/clusterset/svc/prod/api/_tcp/_http/") {
 			forged = k
 		}
 	}
 	if forged == "" {
-		t.Fatalf("no clusterset A record of api among A's records: %v", wantA)
+		t.Fatalf("no clusterset SRV record of api among A's records: %v", wantA)
 	}
-	forgedValue := `{"host":"10.112.0.20","ttl":5,"group":"api.prod.svc.clusterset.local","cluster":"b","source":"serviceimport/prod/api"}`
+	forgedValue := `{"host":"api.prod.svc.clusterset.local","port":80,"ttl":5,"group":"_http._tcp.api.prod.svc.clusterset.local","cluster":"b","source":"serviceimport/prod/api"}`
 	must(etcd.Client(t, "b-publisher", "").Put(ctx, forged, forgedValue))
 	before := owned("b")
 
@@ -379,8 +379,10 @@ clusterset.local:{{.Port}} {
 		t.Errorf("dnsd was refused a request:\n%s", b)
 	}
 
-	// A stops exporting api: A's clusterset records of it go, and the
-	// ones carrying B's id stay, the forged one at A's key included.
+	// A stops exporting and importing api: A's clusterset records of it
+	// go, and the ones carrying B's id stay, the forged one at A's key
+	// included. B's are B's own clusterset IP, which A's dnsd does not
+	// answer: api is not imported in A now.
 	if err := os.Remove(filepath.Join(dirA, "exports.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -392,8 +394,8 @@ clusterset.local:{{.Port}} {
 		}
 		return nil
 	})
-	if _, err := expect(ask(t, "udp", dnsdAddr, cs, dns.TypeA), checks[4]); err != nil {
-		t.Errorf("dnsd, api after A stopped exporting it (B's records answer): %v", err)
+	if _, err := expect(ask(t, "udp", dnsdAddr, cs, dns.TypeA), check{rcode: dns.RcodeNameError}); err != nil {
+		t.Errorf("dnsd, api after A stopped importing it: %v", err)
 	}
 	if got := owned("b"); !maps.Equal(got, before) {
 		t.Errorf("B's records changed:\n got %v\nwant %v", got, before)
