@@ -384,6 +384,9 @@ func isSelf(listen string) (func(netip.AddrPort) bool, error) {
 	wildcard := slices.ContainsFunc(ips, netip.Addr.IsUnspecified)
 	return func(u netip.AddrPort) bool {
 		a := u.Addr().Unmap().WithZone("")
-		return int(u.Port()) == port && (slices.Contains(ips, a) || wildcard && (a.IsLoopback() || a.IsUnspecified()))
+		// Linux delivers what is sent to the unspecified address to the
+		// host itself (glibc reads "nameserver 0.0.0.0" so): on dnsd's
+		// port it is dnsd, wherever dnsd listens.
+		return int(u.Port()) == port && (slices.Contains(ips, a) || a.IsUnspecified() || wildcard && a.IsLoopback())
 	}, nil
 }

@@ -303,6 +303,9 @@ func TestNewRefusesLoop(t *testing.T) {
 		{"127.0.0.1:53", "127.0.0.1:5300", false},
 		{"127.0.0.2:5300", "127.0.0.1:5300", false},
 		{"192.0.2.1:5300", "0.0.0.0:5300", false},
+		{"0.0.0.0:5300", "127.0.0.1:5300", true}, // resolv.conf's "nameserver 0.0.0.0" is the host
+		{"[::]:5300", "127.0.0.1:5300", true},
+		{"0.0.0.0:53", "127.0.0.1:5300", false},
 	} {
 		_, err := New(Config{Upstreams: []netip.AddrPort{netip.MustParseAddrPort(c.upstream)}, Timeout: time.Second, Listen: c.listen}, prometheus.NewRegistry())
 		if loop := err != nil && strings.Contains(err.Error(), "loop"); loop != c.loop {
