@@ -57,7 +57,7 @@ func (b Builder) Exported(svc *corev1.Service, epSlices []*discoveryv1.EndpointS
 		s.fail("export %s/%s: ExternalName services cannot be exported", svc.Namespace, svc.Name)
 		return s.sorted()
 	}
-	clusterIPs, err := serviceIPs(svc)
+	clusterIPs, err := ClusterIPs(svc)
 	if err != nil {
 		s.fail("export %s/%s: %w", svc.Namespace, svc.Name, err)
 		return s.sorted()

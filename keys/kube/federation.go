@@ -75,7 +75,7 @@ func (f Federation) Federated(svc *corev1.Service) ([]keys.Record, []error) {
 		s.fail("federated service %s/%s: ExternalName services have no shard to federate", svc.Namespace, svc.Name)
 		return s.sorted()
 	}
-	clusterIPs, err := serviceIPs(svc)
+	clusterIPs, err := ClusterIPs(svc)
 	if err != nil {
 		s.fail("federated service %s/%s: %w", svc.Namespace, svc.Name, err)
 		return s.sorted()

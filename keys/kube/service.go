@@ -56,7 +56,7 @@ func (b Builder) Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSl
 		return s.sorted()
 	}
 
-	clusterIPs, err := serviceIPs(svc)
+	clusterIPs, err := ClusterIPs(svc)
 	if err != nil {
 		s.fail("service %s/%s: %w", svc.Namespace, svc.Name, err)
 		return s.sorted()
@@ -103,8 +103,8 @@ func (b Builder) Service(svc *corev1.Service, epSlices []*discoveryv1.EndpointSl
 	return s.sorted()
 }
 
-// serviceIPs returns the cluster IPs of a service, none for a headless one.
-func serviceIPs(svc *corev1.Service) ([]netip.Addr, error) {
+// ClusterIPs returns the cluster IPs of a service, none for a headless one.
+func ClusterIPs(svc *corev1.Service) ([]netip.Addr, error) {
 	raw := svc.Spec.ClusterIPs
 	if len(raw) == 0 && svc.Spec.ClusterIP != "" {
 		raw = []string{svc.Spec.ClusterIP}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+
+	"github.com/etcdns/etcdns/keys/kube"
 )
 
 // Notify is told that a unit may have changed, and when the change was seen
@@ -62,17 +64,13 @@ func importIPs(imp *mcsv1alpha1.ServiceImport) []string {
 	return out
 }
 
-// serviceIPs are a Service's cluster IPs, as the keys of an index.
+// serviceIPs are a Service's cluster IPs, as the keys of an index; none
+// where one is invalid, as the Service then publishes no PTR.
 func serviceIPs(s *corev1.Service) []string {
-	raw := s.Spec.ClusterIPs
-	if len(raw) == 0 && s.Spec.ClusterIP != "" {
-		raw = []string{s.Spec.ClusterIP}
-	}
-	var out []string
-	for _, r := range raw {
-		if ip, err := netip.ParseAddr(r); err == nil {
-			out = append(out, ip.Unmap().String())
-		}
+	ips, _ := kube.ClusterIPs(s)
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
 	}
 	return out
 }
