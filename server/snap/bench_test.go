@@ -3,6 +3,7 @@ package snap
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -207,6 +208,9 @@ func serviceKVs(n int) []KV {
 				Value: fmt.Appendf(nil, `{"host":"10.%d.%d.%d","ttl":5,"group":%q,%s`, a, b, c, name, src)},
 		)
 	}
+	// In etcd's order, as a load reads them: a service's A (its id is
+	// hexadecimal) before its _tcp subtree.
+	slices.SortFunc(kvs, func(a, b KV) int { return strings.Compare(a.Key, b.Key) })
 	return kvs
 }
 

@@ -51,7 +51,7 @@ func (b *Batch) indexPod(name, suffix string) {
 	if n := b.z.Node(name); n != nil {
 		es := n.Entries()
 		for i := range es {
-			if e := &es[i]; (e.typ == dns.TypeA || e.typ == dns.TypeAAAA) && e.Addr() == ip {
+			if e := &es[i]; (e.Type() == dns.TypeA || e.Type() == dns.TypeAAAA) && e.Addr() == ip {
 				held = true
 				break
 			}

@@ -37,8 +37,8 @@ func (n *Node) Sets() []RRSet {
 func (n *Node) types() []uint16 {
 	var ts []uint16
 	for _, e := range n.Entries() {
-		if !slices.Contains(ts, e.typ) {
-			ts = append(ts, e.typ)
+		if !slices.Contains(ts, e.Type()) {
+			ts = append(ts, e.Type())
 		}
 	}
 	slices.Sort(ts)
@@ -110,7 +110,7 @@ func (n *Node) Has(t uint16) bool {
 	}
 	es := n.Entries()
 	for i := range es {
-		if es[i].typ == t && served(&es[i]) {
+		if es[i].Type() == t && served(&es[i]) {
 			return true
 		}
 	}
@@ -126,7 +126,7 @@ func (n *Node) build(t uint16, owner string) RRSet {
 	es := n.Entries()
 	count, last := 0, 0
 	for i := range es {
-		if es[i].typ == t && served(&es[i]) {
+		if es[i].Type() == t && served(&es[i]) {
 			count, last = count+1, i
 		}
 	}
@@ -151,7 +151,7 @@ func (n *Node) build(t uint16, owner string) RRSet {
 		}
 		for i := range es {
 			e := &es[i]
-			if e.typ != t || cluster != "" && (e.Origin().Cluster == cluster) != local {
+			if e.Type() != t || cluster != "" && (e.Origin().Cluster == cluster) != local {
 				continue
 			}
 			rr, _ := newRR(owner, e, defTTL, false)
@@ -188,11 +188,11 @@ func (n *Node) build(t uint16, owner string) RRSet {
 // hold, so its record and the set's slice are one allocation.
 func buildOne(owner string, e *Entry, defTTL uint32, cluster string) RRSet {
 	_, rrs := newRR(owner, e, defTTL, true)
-	set := RRSet{Type: e.typ, RRs: rrs}
+	set := RRSet{Type: e.Type(), RRs: rrs}
 	if cluster != "" && e.Origin().Cluster == cluster {
 		set.Local = 1
 	}
-	if e.typ == dns.TypeSRV {
+	if e.Type() == dns.TypeSRV {
 		spreadWeights(rrs)
 	}
 	return set
@@ -246,7 +246,7 @@ func (s *dedup) add(d rdata) bool {
 
 // served is false for what newRR makes no record of.
 func served(e *Entry) bool {
-	return e.typ != dns.TypeSRV || e.Port() >= 0
+	return e.Type() != dns.TypeSRV || e.Port() >= 0
 }
 
 // newRR makes e's record, nil for what it makes none of; alone, it also
@@ -258,8 +258,8 @@ func newRR(owner string, e *Entry, defTTL uint32, alone bool) (dns.RR, []dns.RR)
 	if ttl == 0 {
 		ttl = defTTL
 	}
-	hdr := dns.RR_Header{Name: owner, Rrtype: e.typ, Class: dns.ClassINET, Ttl: ttl}
-	switch e.typ {
+	hdr := dns.RR_Header{Name: owner, Rrtype: e.Type(), Class: dns.ClassINET, Ttl: ttl}
+	switch e.Type() {
 	case dns.TypeA:
 		return record(dns.A{Hdr: hdr, A: e.addr[:4:4]}, alone)
 	case dns.TypeAAAA:

@@ -152,7 +152,8 @@ func newLeaves(shards, per int) []*leaf {
 }
 
 // Zone is one zone's names. Nodes exist for every name that holds records
-// and for every empty non-terminal above one, up to the apex.
+// and for every empty non-terminal above one, up to the apex, but for
+// most _tcp names: see countedLabel.
 type Zone struct {
 	Config
 	Reverse bool
@@ -212,7 +213,25 @@ func (z *Zone) Node(name string) *Node {
 	if len(z.names) == 0 {
 		return nil // a zone made without NewZone, such as an answer engine's synthesized one
 	}
-	return z.nodeAt(name, hashOf(name))
+	if n := z.nodeAt(name, hashOf(name)); n != nil {
+		return n
+	}
+	return z.uncounted(name)
+}
+
+// uncounted returns a node made for a _tcp name that has none of its own
+// but names below it, which its parent counts (Batch.link): an empty
+// non-terminal, of the parent's Version, which changes with the count.
+func (z *Zone) uncounted(name string) *Node {
+	label, parent, ok := strings.Cut(name, ".")
+	if !ok || label != countedLabel || name == z.Name {
+		return nil
+	}
+	p := z.nodeAt(parent, hashOf(parent))
+	if p == nil || p.one[0].under == 0 {
+		return nil
+	}
+	return &Node{Name: name, kids: int32(p.one[0].under), batch: p.batch}
 }
 
 // nodeAt is Node of a name whose hash is h.
@@ -221,7 +240,8 @@ func (z *Zone) nodeAt(name string, h uint64) *Node {
 	return z.names[i/leafSize][i%leafSize].get(name, h)
 }
 
-// Names calls f for every node; for tests and debugging, not for queries.
+// Names calls f for every node (a counted _tcp name has none); for tests
+// and debugging, not for queries.
 func (z *Zone) Names(f func(*Node)) {
 	for _, l := range z.names {
 		for _, t := range l {
@@ -272,7 +292,19 @@ func (n *Node) side() *side {
 }
 
 // setSide makes sd the node's side, in place of any value.
-func (n *Node) setSide(sd *side) { n.one[0] = Entry{x: unsafe.Pointer(sd)} }
+func (n *Node) setSide(sd *side) { n.setOne(Entry{x: unsafe.Pointer(sd)}) }
+
+// setOne makes e the node's one entry, keeping the node's count of names
+// under its _tcp child: the under of any entry but that one means nothing.
+func (n *Node) setOne(e Entry) {
+	e.under = n.one[0].under
+	n.one[0] = e
+}
+
+// empty reports whether nothing is at or below the node, so it goes.
+func (n *Node) empty() bool {
+	return len(n.Entries()) == 0 && n.kids == 0 && n.one[0].under == 0
+}
 
 // Entries returns the valid values held at the name, by id. They are the
 // node's own: a caller must not change them.
@@ -298,7 +330,7 @@ func (n *Node) setEntries(es []Entry) {
 		if len(es) == 1 {
 			one = es[0] // es may be n.one[:]
 		}
-		n.one[0] = one
+		n.setOne(one)
 	default:
 		if sd := n.side(); sd != nil {
 			sd.more = es
@@ -352,8 +384,13 @@ func NewNode(name string, sets ...RRSet) *Node {
 type Entry struct {
 	addr [16]byte // A: the first 4 bytes; AAAA: all 16
 	id   keys.PackedID
-	typ  uint16
-	ttl  uint32 // 0: the zone's
+	// The record type: every type a zone holds is below 256 (Type).
+	typ uint8
+	// under is, in a node's one entry and nowhere else, how many names
+	// are below the node's _tcp child while that child has no node (see
+	// countedLabel): the byte a uint16 type took, as the node has no room.
+	under uint8
+	ttl   uint32 // 0: the zone's
 	// x is the entry's *extra: its own, or, for an address record with a
 	// packed id, the plain one its Origin holds, so the entry needs no
 	// second pointer for its origin. nil only in the zero Entry. In a
@@ -413,14 +450,14 @@ func (e *Entry) compareID(id string) int {
 }
 
 // Type is the record type: A, AAAA, CNAME, PTR, TXT or SRV.
-func (e *Entry) Type() uint16 { return e.typ }
+func (e *Entry) Type() uint16 { return uint16(e.typ) }
 
 // TTL is the value's TTL; 0: the zone's.
 func (e *Entry) TTL() uint32 { return e.ttl }
 
 // Addr is the address of an A or AAAA record.
 func (e *Entry) Addr() netip.Addr {
-	switch e.typ {
+	switch e.Type() {
 	case dns.TypeA:
 		return netip.AddrFrom4([4]byte(e.addr[:4]))
 	case dns.TypeAAAA:
@@ -474,7 +511,7 @@ var noOrigin = newOrigin("", &lineage{})
 func (e *Entry) Value() keys.Value {
 	v := keys.Value{TTL: e.ttl, Port: int(e.Port()), Priority: int(e.Priority()), Weight: int(e.Weight()),
 		Cluster: e.Origin().Cluster}
-	switch e.typ {
+	switch e.Type() {
 	case dns.TypeA, dns.TypeAAAA:
 		v.Host = e.Addr().String()
 	case dns.TypeTXT:
@@ -568,7 +605,7 @@ func (z *Zone) ParseHeld(key string, value []byte, held Held) (string, Entry, er
 	if err != nil {
 		return owner, e, err
 	}
-	e.typ, e.ttl = t, v.TTL
+	e.typ, e.ttl = uint8(t), v.TTL // keys.View.Type gives one of six types, all below 256
 	switch t {
 	case dns.TypeA, dns.TypeAAAA:
 		ip, _ := netip.ParseAddr(v.Host) // Type parsed it already

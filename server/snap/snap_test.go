@@ -2,8 +2,10 @@ package snap
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -124,7 +126,16 @@ func TestBuildDeduplicatesAndEvensTTL(t *testing.T) {
 // left, and older zones are unchanged.
 func TestBatchMatchesRebuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	owners := []string{"a.x.svc", "b.x.svc", "c.a.x.svc", "d.c.a.x.svc", "y.svc", "e.y.svc", "z.svc", "svc"}
+	owners := []string{"a.x.svc", "b.x.svc", "c.a.x.svc", "d.c.a.x.svc", "y.svc", "e.y.svc", "z.svc", "svc",
+		"_p._tcp.a.x.svc", "_q._tcp.a.x.svc", "_tcp.a.x.svc", "_p._tcp.svc", "_r._tcp.w.svc", "_p._tcp._tcp.a.x.svc"}
+	// Every name that may exist: the owners, the names above them, and _tcp
+	// names below them, which exist only while something is below.
+	var probes []string
+	for _, o := range owners {
+		for n := o + ".cluster.local"; n != "local"; n = n[strings.IndexByte(n, '.')+1:] {
+			probes = append(probes, n, "_tcp."+n)
+		}
+	}
 	// Ids the publisher makes are held packed, others as text; a name's
 	// entries mix both, and must order as their text does.
 	ids := []string{"i0", "i1", "i000000000000000", "0000000000000000", "vvvvvvvvvvvvvvvv"}
@@ -156,6 +167,16 @@ func TestBatchMatchesRebuild(t *testing.T) {
 		if got, exp := dump(z), dump(want.Zones[0]); got != exp {
 			t.Fatalf("round %d:\nincremental:\n%s\nrebuilt:\n%s", round, got, exp)
 		}
+		for _, name := range probes {
+			want := false
+			for k := range held {
+				o, _, _ := keys.SplitRecordKey("/skydns", k)
+				want = want || o == name || strings.HasSuffix(o, "."+name)
+			}
+			if got := z.Node(name) != nil; got != want {
+				t.Fatalf("round %d: %s exists %v, want %v", round, name, got, want)
+			}
+		}
 		z.Names(func(n *Node) {
 			es := n.Entries()
 			for i := 1; i < len(es); i++ {
@@ -174,10 +195,17 @@ func TestBatchMatchesRebuild(t *testing.T) {
 	}
 }
 
+// dump lists the names that exist, each with its entries and the names
+// below it, alike whether a _tcp name is a node or its parent's count.
 func dump(z *Zone) string {
 	var lines []string
 	z.Names(func(n *Node) {
-		l := fmt.Sprintf("%s kids=%d", n.Name, n.kids)
+		kids := n.kids
+		if u := n.one[0].under; u > 0 {
+			kids++
+			lines = append(lines, fmt.Sprintf("%s.%s kids=%d", countedLabel, n.Name, u))
+		}
+		l := fmt.Sprintf("%s kids=%d", n.Name, kids)
 		for _, e := range n.Entries() {
 			l += " " + e.ID() + "=" + e.Addr().String()
 		}
@@ -360,16 +388,37 @@ func TestPutOfAHeldValueChangesNothing(t *testing.T) {
 // child's, one string for both, which a copy under the parsed name would
 // hold twice for as long as the child stays.
 func TestCopiedNodeKeepsItsName(t *testing.T) {
-	z0 := NewZone(cfg)
-	b := z0.Edit()
-	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/_tcp/_http/x1", `{"host":"a.ns.svc.cluster.local","port":80}`)
-	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
-	z1 := b.Done(1)
-	srv, a := z1.Node("_http._tcp.a.ns.svc.cluster.local"), z1.Node("a.ns.svc.cluster.local")
-	if !strings.HasSuffix(srv.Name, a.Name) || unsafe.StringData(a.Name) != unsafe.StringData(srv.Name[len(srv.Name)-len(a.Name):]) {
-		t.Fatal("the loaded parent does not share its child's name")
+	srvKey, srvValue := "/skydns/local/cluster/svc/ns/a/_tcp/_http/x1", `{"host":"a.ns.svc.cluster.local","port":80}`
+	aKey, aValue := "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`
+	hostKey, hostValue := "/skydns/local/cluster/svc/ns/a/h/x1", `{"host":"10.0.0.2"}`
+	values := map[string]string{srvKey: srvValue, aKey: aValue, hostKey: hostValue}
+	var z1 *Zone
+	var a *Node
+	// The parent loaded first (in etcd's order when its id sorts before
+	// "_tcp", or before a hostname) gives up its own string for its
+	// child's, below a _tcp name that has no node or below one that does.
+	for _, c := range []struct {
+		order [2]string
+		child string
+	}{
+		{[2]string{srvKey, aKey}, "_http._tcp.a.ns.svc.cluster.local"},
+		{[2]string{aKey, srvKey}, "_http._tcp.a.ns.svc.cluster.local"},
+		{[2]string{aKey, hostKey}, "h.a.ns.svc.cluster.local"},
+	} {
+		order := c.order
+		z0 := NewZone(cfg)
+		b := z0.Edit()
+		for _, k := range order {
+			put(t, z0, b, k, values[k])
+		}
+		z1 = b.Done(1)
+		kid := z1.Node(c.child)
+		a = z1.Node("a.ns.svc.cluster.local")
+		if !strings.HasSuffix(kid.Name, a.Name) || unsafe.StringData(a.Name) != unsafe.StringData(kid.Name[len(kid.Name)-len(a.Name):]) {
+			t.Fatalf("loaded %s, then %s: the parent does not share its child's name", order[0], order[1])
+		}
 	}
-	b = z1.Edit()
+	b := z1.Edit()
 	put(t, z1, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.2"}`)
 	z2 := b.Done(2)
 	if n := z2.Node("a.ns.svc.cluster.local"); n == a || unsafe.StringData(n.Name) != unsafe.StringData(a.Name) {
@@ -520,5 +569,88 @@ func TestTargetsKeepHeldNames(t *testing.T) {
 		if len(rrs) != 1 || rrs[0].(*dns.PTR).Ptr != "web.ns.svc.cluster.local." {
 			t.Errorf("held %v: PTR records %v", h != nil, rrs)
 		}
+	}
+}
+
+// TestTCPNamesAreCounted: a _tcp name with no records of its own has no
+// node while its parent can count the names below it, yet exists exactly
+// while one does, past the count's bound too, and tells its changes by
+// its Version as a node's name does.
+func TestTCPNamesAreCounted(t *testing.T) {
+	const svc, tcp = "a.ns.svc.cluster.local", "_tcp.a.ns.svc.cluster.local"
+	srv := func(i int) string { return fmt.Sprintf("/skydns/local/cluster/svc/ns/a/_tcp/_p%d/x", i) }
+	z := NewZone(cfg)
+	edit := func(f func(b *Batch)) {
+		b := z.Edit()
+		f(b)
+		z = b.Done(1)
+	}
+	edit(func(b *Batch) {
+		put(t, z, b, "/skydns/local/cluster/svc/ns/a/x", `{"host":"10.0.0.1"}`)
+		put(t, z, b, srv(0), `{"host":"a.ns.svc.cluster.local","port":80}`)
+	})
+	n := z.Node(tcp)
+	if n == nil || len(n.Entries()) != 0 || n.kids != 1 {
+		t.Fatalf("%s: %+v, want an empty non-terminal of one name", tcp, n)
+	}
+	if z.nodeAt(tcp, hashOf(tcp)) != nil {
+		t.Fatalf("%s has a node of its own", tcp)
+	}
+	v := z.Version(n)
+	edit(func(b *Batch) { put(t, z, b, "/skydns/local/cluster/svc/ns/b/x", `{"host":"10.0.0.2"}`) })
+	if z.Version(z.Node(tcp)) != v {
+		t.Error("a change elsewhere changed the _tcp name's Version")
+	}
+	edit(func(b *Batch) { put(t, z, b, srv(1), `{"host":"a.ns.svc.cluster.local","port":81}`) })
+	if z.Version(z.Node(tcp)) == v {
+		t.Error("a name more below it left the _tcp name's Version")
+	}
+
+	// Past what the parent counts, the _tcp name gets a node, and keeps
+	// it while names are below it.
+	const many = math.MaxUint8 + 10
+	edit(func(b *Batch) {
+		for i := 2; i < many; i++ {
+			put(t, z, b, srv(i), `{"host":"a.ns.svc.cluster.local","port":80}`)
+		}
+	})
+	if n := z.nodeAt(tcp, hashOf(tcp)); n == nil || n.kids != many || z.Node(svc).one[0].under != 0 {
+		t.Fatalf("%d names below %s: its node %+v", many, tcp, n)
+	}
+	edit(func(b *Batch) {
+		for i := range many - 1 {
+			b.Delete("_p"+strconv.Itoa(i)+"."+tcp, "x")
+		}
+	})
+	if n := z.Node(tcp); n == nil || n.kids != 1 {
+		t.Fatalf("one name left below %s: %+v", tcp, n)
+	}
+	edit(func(b *Batch) { b.Delete("_p"+strconv.Itoa(many-1)+"."+tcp, "x") })
+	if z.Node(tcp) != nil || z.Node(svc) == nil || z.Records != 2 {
+		t.Fatalf("nothing below %s: it exists, or %s is gone", tcp, svc)
+	}
+
+	// A record at the _tcp name gives it a node, which takes the count;
+	// the record gone, the names below keep it.
+	edit(func(b *Batch) {
+		put(t, z, b, srv(0), `{"host":"a.ns.svc.cluster.local","port":80}`)
+		put(t, z, b, srv(1), `{"host":"a.ns.svc.cluster.local","port":81}`)
+	})
+	edit(func(b *Batch) { put(t, z, b, "/skydns/local/cluster/svc/ns/a/_tcp/x", `{"text":"t"}`) })
+	if n := z.nodeAt(tcp, hashOf(tcp)); n == nil || n.kids != 2 || len(n.Entries()) != 1 || z.Node(svc).one[0].under != 0 {
+		t.Fatalf("a record at %s: its node %+v", tcp, n)
+	}
+	edit(func(b *Batch) { b.Delete(tcp, "x") })
+	if n := z.Node(tcp); n == nil || n.kids != 2 {
+		t.Fatalf("the record at %s gone: %+v", tcp, n)
+	}
+	edit(func(b *Batch) {
+		b.Delete("_p0."+tcp, "x")
+		b.Delete("_p1."+tcp, "x")
+		b.Delete(svc, "x")
+		b.Delete("b.ns.svc.cluster.local", "x")
+	})
+	if z.Node(tcp) != nil || z.Node(svc) != nil || z.Node("cluster.local") != nil || z.Records != 0 {
+		t.Fatal("an empty zone holds names")
 	}
 }
