@@ -167,7 +167,8 @@ func (b *Batch) link(name string, delta int32) {
 		// p is a part of the child's string, which the child keeps alive.
 		// A parent loaded before it (a service's A, before its
 		// _http._tcp SRV) has a copy of its own: the copy is garbage now
-		// unless a target holds it too.
+		// unless a target holds it too. A child that goes before its
+		// parent leaves it its string, a few labels longer than a copy.
 		n.Name = p
 	}
 	n.kids += delta
@@ -195,6 +196,9 @@ func (b *Batch) drop(n *Node) {
 // Node returns the node of a canonical name as the batch has it so far;
 // nil if none.
 func (b *Batch) Node(name string) *Node { return b.z.Node(name) }
+
+// NameHeld is Zone.NameHeld of the zone as the batch has it so far.
+func (b *Batch) NameHeld(name string) string { return b.z.NameHeld(name) }
 
 // Put stores an entry of owner, as Parse made it, replacing the one with
 // the same ID. An entry the name already holds as it is changes nothing:

@@ -73,14 +73,11 @@ func loadZone(tb testing.TB, c Config, kvs []KV, before ...*Zone) *Zone {
 	bt.Reserve(n)
 	held := func(name string) string {
 		for _, o := range before {
-			if n := o.Node(name); n != nil {
-				return n.Name
+			if s := o.NameHeld(name); s != "" {
+				return s
 			}
 		}
-		if n := bt.Node(name); n != nil {
-			return n.Name
-		}
-		return ""
+		return bt.NameHeld(name)
 	}
 	for _, kv := range kvs {
 		if !strings.HasPrefix(kv.Key, z.Range) {

@@ -221,7 +221,11 @@ func (z *Zone) Node(name string) *Node {
 
 // uncounted returns a node made for a _tcp name that has none of its own
 // but names below it, which its parent counts (Batch.link): an empty
-// non-terminal, of the parent's Version, which changes with the count.
+// non-terminal, of the parent's Version, which changes with the count
+// (and with the parent's records: a cached NODATA of the _tcp name is
+// built again for them, and a service's cached answers for a port that
+// comes or goes). Its Name is the caller's string: NameHeld, not Node, is
+// for the names nodes hold.
 func (z *Zone) uncounted(name string) *Node {
 	label, parent, ok := strings.Cut(name, ".")
 	if !ok || label != countedLabel || name == z.Name {
@@ -232,6 +236,18 @@ func (z *Zone) uncounted(name string) *Node {
 		return nil
 	}
 	return &Node{Name: name, kids: int32(p.one[0].under), batch: p.batch}
+}
+
+// NameHeld returns the string the node of a canonical name holds as its
+// name, "" if there is none (a counted _tcp name has none: see Node).
+func (z *Zone) NameHeld(name string) string {
+	if len(z.names) == 0 {
+		return ""
+	}
+	if n := z.nodeAt(name, hashOf(name)); n != nil {
+		return n.Name
+	}
+	return ""
 }
 
 // nodeAt is Node of a name whose hash is h.
@@ -645,7 +661,13 @@ func heldName(held Held, name string) string {
 	if held == nil {
 		return ""
 	}
-	return held(name)
+	s := held(name)
+	if unsafe.StringData(s) == unsafe.StringData(name) {
+		// name itself, which shares the value's bytes (a load reuses
+		// them): a node made for the asking, not one a zone holds.
+		return ""
+	}
+	return s
 }
 
 // newEntry returns an entry of id with no value yet.

@@ -127,7 +127,7 @@ func TestBuildDeduplicatesAndEvensTTL(t *testing.T) {
 func TestBatchMatchesRebuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	owners := []string{"a.x.svc", "b.x.svc", "c.a.x.svc", "d.c.a.x.svc", "y.svc", "e.y.svc", "z.svc", "svc",
-		"_p._tcp.a.x.svc", "_q._tcp.a.x.svc", "_tcp.a.x.svc", "_p._tcp.svc", "_r._tcp.w.svc", "_p._tcp._tcp.a.x.svc"}
+		"_p._tcp.a.x.svc", "_q._tcp.a.x.svc", "_tcp.a.x.svc", "_p._tcp.svc", "_q._tcp.svc", "_r._tcp.w.svc", "_s._tcp.w.svc", "_p._tcp._tcp.a.x.svc"}
 	// Every name that may exist: the owners, the names above them, and _tcp
 	// names below them, which exist only while something is below.
 	var probes []string
@@ -191,6 +191,33 @@ func TestBatchMatchesRebuild(t *testing.T) {
 	for i, old := range history {
 		if dump(old) != views[i] {
 			t.Fatalf("zone of round %d changed after later batches", i)
+		}
+	}
+	// A name of one Version in two zones holds the same in both: what the
+	// answer cache relies on, counted _tcp names included.
+	type seen struct {
+		round int
+		view  string
+	}
+	byVersion := map[string]map[Version]seen{}
+	for i, z := range history {
+		for _, name := range probes {
+			n := z.Node(name)
+			if n == nil {
+				continue
+			}
+			view := fmt.Sprintf("kids=%d", n.kids)
+			for _, e := range n.Entries() {
+				view += " " + e.ID() + "=" + e.Addr().String()
+			}
+			if byVersion[name] == nil {
+				byVersion[name] = map[Version]seen{}
+			}
+			v := z.Version(n)
+			if s, ok := byVersion[name][v]; ok && s.view != view {
+				t.Fatalf("%s: one Version in rounds %d (%s) and %d (%s)", name, s.round, s.view, i, view)
+			}
+			byVersion[name][v] = seen{i, view}
 		}
 	}
 }
@@ -652,5 +679,33 @@ func TestTCPNamesAreCounted(t *testing.T) {
 	})
 	if z.Node(tcp) != nil || z.Node(svc) != nil || z.Node("cluster.local") != nil || z.Records != 0 {
 		t.Fatal("an empty zone holds names")
+	}
+}
+
+// TestTargetAtACountedNameIsCopied: a CNAME's target at a counted _tcp
+// name, which no node holds, is copied out of the value, whose bytes a
+// load reuses for its next page, whatever the lookup of held names gives.
+func TestTargetAtACountedNameIsCopied(t *testing.T) {
+	z0 := NewZone(cfg)
+	b := z0.Edit()
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/x1", `{"host":"10.0.0.1"}`)
+	put(t, z0, b, "/skydns/local/cluster/svc/ns/a/_tcp/_http/x1", `{"host":"a.ns.svc.cluster.local","port":80}`)
+	const target = "_tcp.a.ns.svc.cluster.local"
+	for what, held := range map[string]Held{
+		"NameHeld": b.NameHeld,
+		"Node":     func(n string) string { return b.Node(n).Name },
+	} {
+		if what == "NameHeld" && held(target) != "" {
+			t.Fatalf("NameHeld(%s) = %q: no node holds it", target, held(target))
+		}
+		value := []byte(`{"host":"` + target + `"}`)
+		_, e, err := z0.ParseHeld("/skydns/local/cluster/svc/ns/alias/x1", value, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(value, strings.Repeat("X", len(value))) // the page's buffer, reused
+		if e.Data() != target {
+			t.Errorf("held names by %s: the target is %q once the value's bytes are reused", what, e.Data())
+		}
 	}
 }

@@ -987,12 +987,12 @@ func (h *heldNames) name(name string) string {
 		if !keys.IsSubdomain(name, z.Name) {
 			continue
 		}
-		n := z.Node(name)
+		held := z.NameHeld(name)
 		if b := h.batches[i]; b != nil {
-			n = b.Node(name)
+			held = b.NameHeld(name)
 		}
-		if n != nil {
-			return n.Name
+		if held != "" {
+			return held
 		}
 	}
 	return ""
