@@ -264,6 +264,21 @@ func TestStubZones(t *testing.T) {
 		}
 	})
 
+	t.Run("a stub domain in the clusterset tree, which every cluster writes, is none", func(t *testing.T) {
+		// The same nameserver as the subtest above, for another domain, at
+		// the key of the clusterset zone's stub tree: no cluster's
+		// credential may send every cluster's questions elsewhere.
+		host, port, _ := net.SplitHostPort(probe.addr)
+		etcd.Etcdctl(t, "put", "/skydns/local/clusterset/dns/stub/federation/svc/shared/x", `{"host":"`+host+`","port":`+port+`}`)
+		stubWithin(t, 10*time.Second, "dnsd to skip the shared tree's stub key", func() bool {
+			return strings.Contains(dnsdGet(t, d.Metrics+"/metrics"), `etcdns_dnsd_malformed_values_total{zone="clusterset.local"} 1`)
+		})
+		n := len(probe.asked())
+		if r := stubAsk(t, "udp", d.Addr, "web.shop.shared.svc.federation.", false); r.Rcode != dns.RcodeRefused || len(probe.asked()) != n {
+			t.Errorf("a name below the shared tree's stub domain: %s, the probe asked %d more times; want REFUSED, none", dns.RcodeToString[r.Rcode], len(probe.asked())-n)
+		}
+	})
+
 	t.Run("a stub nameserver that is dnsd itself is skipped", func(t *testing.T) {
 		program("self", d.Addr)
 		stubWithin(t, 10*time.Second, "the skip to be counted", func() bool {

@@ -8,6 +8,10 @@ import (
 	"github.com/miekg/dns"
 )
 
+// ClustersetZone is the multicluster zone; the MCS API fixes its name.
+// Every cluster of a clusterset writes its tree.
+const ClustersetZone = "clusterset.local"
+
 // stubDir is SkyDNS's place for stub domains below a zone's key: the
 // labels of the name stub.dns.<zone>, so the tree reads like every other.
 const stubDir = "/dns/stub/"

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/internal/heaplimit"
+	"github.com/etcdns/etcdns/keys"
 	"github.com/etcdns/etcdns/server"
 	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/forward"
@@ -46,8 +47,10 @@ func run(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	zones := make([]snap.Config, len(parsed))
+	fedZone, _ := keys.CanonicalName(cfg.Cluster.FederationDomain)
 	for i, z := range parsed {
-		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL, Cluster: cfg.Cluster.ID}
+		zones[i] = snap.Config{Name: z.Name, Prefix: z.Prefix, TTL: d.TTL, Cluster: cfg.Cluster.ID,
+			Shared: z.Name == keys.ClustersetZone || z.Name == fedZone}
 		if z.SkyDNS {
 			// CoreDNS's etcd plugin gives values without a ttl 300
 			// seconds; a drop-in keeps what its clients cached.

@@ -11,7 +11,7 @@ import (
 )
 
 // ClustersetZone is the multicluster zone; the MCS API fixes its name.
-const ClustersetZone = "clusterset.local"
+const ClustersetZone = keys.ClustersetZone
 
 // ClustersetSchemaVersion is the schema of the multicluster DNS spec.
 const ClustersetSchemaVersion = "1.1.0"

@@ -102,6 +102,11 @@ type Config struct {
 	// SkyDNS serves the zone as CoreDNS's etcd plugin does (subtree
 	// answers, types inferred from values): see package skydns.
 	SkyDNS bool
+	// Shared is a tree every cluster's publisher writes (clusterset.local,
+	// the federation zone). Its dns/stub/ keys are no stub domains: one
+	// cluster's credential would send every cluster's questions, for any
+	// name, to nameservers of its choosing (PutStub).
+	Shared bool
 }
 
 // A zone's names are split into shards, each its own table, so a batch

@@ -2,6 +2,7 @@ package snap
 
 import (
 	"cmp"
+	"errors"
 	"maps"
 	"net/netip"
 	"slices"
@@ -23,6 +24,8 @@ type StubServer struct {
 	Addr netip.AddrPort
 }
 
+var errSharedStub = errors.New("a stub domain in a tree every cluster writes is not one: stub domains are read from this cluster's own zones")
+
 // IsStubKey reports whether key is in the zone's stub tree
 // (<zone key>/dns/stub/), whose values are nameservers, never records.
 func (z *Zone) IsStubKey(key string) bool {
@@ -31,11 +34,15 @@ func (z *Zone) IsStubKey(key string) bool {
 
 // PutStub stores the nameserver a stub key holds. A malformed value removes
 // what the key held before, as a malformed record does; domain is "" when
-// the key itself says no domain.
+// the key itself says no domain. A shared zone's keys (Config.Shared) are
+// refused, and hold nothing.
 func (b *Batch) PutStub(key string, value []byte) (domain string, err error) {
 	domain, _, err = keys.SplitStubKey(b.z.Prefix, b.z.Name, key)
 	if err != nil {
 		return "", err
+	}
+	if b.z.Shared {
+		return domain, errSharedStub
 	}
 	v, err := keys.Decode(value)
 	if err != nil {

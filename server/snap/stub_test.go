@@ -169,3 +169,23 @@ func TestPutStubOfAHeldServerChangesNothing(t *testing.T) {
 		t.Errorf("after the change: %s", got)
 	}
 }
+
+// TestSharedZoneHoldsNoStubs: a tree every cluster writes (the clusterset
+// zone, the federation zone) holds no stub domains, which would send
+// every cluster's questions for any name where one cluster wrote.
+func TestSharedZoneHoldsNoStubs(t *testing.T) {
+	kvs := []KV{{"/skydns/local/clusterset/dns/stub/com/example/ns1", []byte(`{"host":"10.0.0.1"}`)}}
+	for _, shared := range []bool{false, true} {
+		s, errs := Build([]Config{{Name: "clusterset.local", Prefix: "/skydns", TTL: 5, Shared: shared}}, 3, kvs)
+		want := "example.com 10.0.0.1:53"
+		if shared {
+			want = "<none>"
+		}
+		if got := servers(s.Stub("www.example.com")); got != want || len(errs) != map[bool]int{false: 0, true: 1}[shared] {
+			t.Errorf("shared %v: Stub(www.example.com) = %s, skipped %v; want %s", shared, got, errs, want)
+		}
+		if z := s.Zone("clusterset.local"); z.Records != 0 || z.Node("stub.dns.clusterset.local") != nil {
+			t.Errorf("shared %v: the stub key made a record", shared)
+		}
+	}
+}
