@@ -266,11 +266,13 @@ func (r *resolver) searchSkyDNS(f Form, n, name, owner string, qtype uint16) boo
 		qn = owner
 	}
 	res := askSkyDNS(r.s, r.z, dns.Question{Name: qn, Qtype: qtype, Qclass: dns.ClassINET}, r.o, r.client.Outside, r.hops)
+	// A subtree read, as answerSkyDNS's, which Reads does not follow: a
+	// miss too, which a name written later makes a hit.
+	r.reads.untrack()
 	if res.Rcode == dns.RcodeNameError {
 		return false
 	}
 	r.observe(f, true)
-	r.reads.untrack() // a subtree read, as answerSkyDNS's
 	r.personal = r.personal || r.client.Outside != nil && r.client.Outside.consulted
 	if n != name {
 		ttl := min(r.o.SOA.TTL, r.o.SOA.Minimum)

@@ -374,3 +374,29 @@ func TestOptionSearchFindsSkyDNSNames(t *testing.T) {
 		}
 	}
 }
+
+// TestSuffixSearchMissInSkyDNSIsNotKept: the suffix form's answer is
+// cached, and a name it did not find in a SkyDNS zone may be written
+// later: the NXDOMAIN built from the miss does not stand once it is.
+func TestSuffixSearchMissInSkyDNSIsNotKept(t *testing.T) {
+	zones := []snap.Config{{Name: "cluster.local", Prefix: "/skydns", TTL: 300, SkyDNS: true}}
+	kubernetes := snap.KV{Key: "/skydns/local/cluster/svc/default/kubernetes/x", Value: []byte(`{"host":"10.96.0.1"}`)}
+	before, errs := snap.Build(zones, 1, []snap.KV{kubernetes})
+	after, errs2 := snap.Build(zones, 2, []snap.KV{kubernetes, {Key: "/skydns/local/cluster/svc/default/web/x", Value: []byte(`{"host":"10.96.0.9"}`)}})
+	if len(errs)+len(errs2) > 0 {
+		t.Fatal(errs, errs2)
+	}
+	o := apOptions()
+	m := new(dns.Msg).SetQuestion("web.search.default.cluster.local.ap.k8s.io.", dns.TypeA)
+	var rd Reads
+	r, personal := AnswerTracked(before, m, &o, 0, Client{}, &rd)
+	if r.Rcode != dns.RcodeNameError || personal {
+		t.Fatalf("before web exists: %s, personal %v; want a cacheable NXDOMAIN", dns.RcodeToString[r.Rcode], personal)
+	}
+	if fresh := Answer(after, m, &o, 0); fresh.Rcode != dns.RcodeSuccess || len(fresh.Answer) != 2 {
+		t.Fatalf("after web is written: %v", fresh)
+	}
+	if _, ok := rd.Stands(after); ok {
+		t.Error("the NXDOMAIN from before web was written stands after it")
+	}
+}
