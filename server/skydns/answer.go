@@ -89,7 +89,11 @@ func Answer(t *Tree, z *Zone, q dns.Question, up Lookup) Result {
 		}
 		fallthrough
 	default:
-		// Only whether the name exists matters: NODATA or NXDOMAIN.
+		// Only whether the name exists matters: NODATA or NXDOMAIN, which
+		// no target decides. CoreDNS asks about one outside the zone too
+		// (an HTTPS question at external-dns's CNAME of a load balancer)
+		// and drops what comes back; a wait on an upstream for nothing.
+		a.up = nil
 		_, err = a.address(name, qname, dns.TypeA, q.Qtype, nil)
 	}
 	recs, extra = packable(recs), packable(extra)

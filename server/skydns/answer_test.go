@@ -388,3 +388,36 @@ func TestPutLeased(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherTypesAtACNAMEAskNoUpstream: a question of a type the zone has
+// no records of (HTTPS, CAA) is NODATA or NXDOMAIN by the name alone:
+// the target of a CNAME out of the zone is not asked about.
+func TestOtherTypesAtACNAMEAskNoUpstream(t *testing.T) {
+	tr := tree(t, map[string]string{"app.example.org.": `{"host":"lb-123.elb.example.com"}`})
+	var asked []string
+	up := func(name string, qtype uint16) ([]dns.RR, bool) {
+		asked = append(asked, name+" "+dns.TypeToString[qtype])
+		return nil, true
+	}
+	for _, c := range []struct {
+		name  string
+		qtype uint16
+		rcode int
+	}{
+		{"app.example.org.", dns.TypeHTTPS, dns.RcodeSuccess},
+		{"app.example.org.", dns.TypeCAA, dns.RcodeSuccess},
+		{"nope.example.org.", dns.TypeHTTPS, dns.RcodeNameError},
+	} {
+		r := Answer(tr, testZone, dns.Question{Name: c.name, Qtype: c.qtype, Qclass: dns.ClassINET}, up)
+		if r.Rcode != c.rcode || len(r.Answer) != 0 {
+			t.Errorf("%s %s: %s %v, want %s and no answer", c.name, dns.TypeToString[c.qtype], dns.RcodeToString[r.Rcode], r.Answer, dns.RcodeToString[c.rcode])
+		}
+	}
+	if len(asked) > 0 {
+		t.Errorf("asked upstream %v", asked)
+	}
+	// The types that chase still do.
+	if r := Answer(tr, testZone, dns.Question{Name: "app.example.org.", Qtype: dns.TypeA, Qclass: dns.ClassINET}, up); len(asked) != 1 || len(r.Answer) != 1 {
+		t.Errorf("A: asked %v, answer %v; want the target asked once and the CNAME", asked, r.Answer)
+	}
+}
