@@ -400,4 +400,17 @@ clusterset.local:{{.Port}} {
 	if got := owned("b"); !maps.Equal(got, before) {
 		t.Errorf("B's records changed:\n got %v\nwant %v", got, before)
 	}
+
+	// B leaves with `publisher withdraw`, as docs/security.md says, with
+	// B's publisher role alone: no permission in the federation tree B
+	// never joined, which the withdrawal looks at for a federation B
+	// might have joined before.
+	out, err := exec.Command(pubBin, append(append([]string{"withdraw"}, tlsFlags("b-publisher")...), "--cluster.id=b",
+		"--publisher.prefix=/skydns-b", "--publisher.reverse-prefix=/skydns-b")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("publisher withdraw as b-publisher: %v\n%s", err, out)
+	}
+	if got := owned("b"); len(got) != 0 {
+		t.Errorf("B's records after its withdrawal: %v", got)
+	}
 }

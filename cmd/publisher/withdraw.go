@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdns/etcdns/config"
 	"github.com/etcdns/etcdns/etcdclient"
 	"github.com/etcdns/etcdns/publisher"
@@ -54,6 +56,7 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var joinedBefore []string
 	if zones.Federation == nil && cfg.Cluster.FederationDomain != "" {
 		// Likewise for a federation it joined before; whatever its name,
 		// the shards are in the one federation tree.
@@ -63,7 +66,7 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		}
 		for _, r := range fr {
 			if !slices.Contains(ranges, r) {
-				ranges = append(ranges, r)
+				joinedBefore = append(joinedBefore, r)
 			}
 		}
 	}
@@ -72,6 +75,23 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		return err
 	}
 	defer cli.Close()
+	for _, r := range joinedBefore {
+		// The publisher role of a cluster that never joined a federation
+		// has no permission in its tree (docs/security.md), and so never
+		// wrote there: nothing to withdraw, where a refused read would
+		// stop the whole withdrawal.
+		rctx, cancel := context.WithTimeout(ctx, cfg.Etcd.RequestTimeout)
+		_, err := cli.Get(rctx, r, clientv3.WithPrefix(), clientv3.WithLimit(1), clientv3.WithKeysOnly())
+		cancel()
+		switch {
+		case etcdclient.IsDenied(err):
+			log.Info("no permission in the federation tree, so nothing of this cluster's is there; not read", "range", r, "user", etcdclient.User(cfg.Etcd))
+		case err != nil:
+			return fmt.Errorf("etcd: reading %s: %w", r, err)
+		default:
+			ranges = append(ranges, r)
+		}
+	}
 	id := zones.Cluster.Cluster
 	user := etcdclient.User(cfg.Etcd)
 	o := publisher.WithdrawOptions{
