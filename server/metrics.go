@@ -18,7 +18,7 @@ import (
 // operators' dashboards and alerts already use (plugin/metrics in CoreDNS
 // 1.11), from one set of counters: an answer costs one atomic add for its
 // counts and two for its latency, whichever names are scraped, and a UDP
-// batch's latency costs two per zone it answered in, not per answer.
+// batch's latency costs two per cell it counted in, not per answer.
 //
 // CoreDNS's labels mean here what they mean there, as if each dnsd zone
 // were a server block of its own and "." the block catching every other
@@ -67,14 +67,15 @@ var corednsTypes = map[string]bool{
 	"HTTPS": true, "IXFR": true, "AXFR": true, "ANY": true,
 }
 
-// latCell is one zone's answer times, of answers from memory or of an
-// upstream's: a count per slot of unionBuckets (the last slot is +Inf)
-// and their sum in nanoseconds.
+// latCell is one zone's answer times to one question type (CoreDNS's
+// type label), of answers from memory or of an upstream's: a count per
+// slot of unionBuckets (the last slot is +Inf) and their sum in
+// nanoseconds.
 type latCell struct {
-	zone     string
-	upstream bool
-	slots    [32]atomic.Uint64
-	sumNs    atomic.Uint64
+	zone, typ string
+	upstream  bool
+	slots     [32]atomic.Uint64
+	sumNs     atomic.Uint64
 }
 
 func (l *latCell) observeN(d time.Duration, n uint64) {
@@ -134,7 +135,7 @@ func newQueryMetrics() *queryMetrics {
 			"Counter of response status codes (CoreDNS's name).", []string{"server", "zone", "view", "rcode", "plugin"}, nil),
 		cdLat: prometheus.NewDesc("coredns_dns_request_duration_seconds",
 			"Histogram of the time (in seconds) each request took per zone (CoreDNS's name and buckets).",
-			[]string{"server", "zone", "view"}, nil),
+			[]string{"server", "zone", "view", "type"}, nil),
 	}
 	def := "dns://"
 	q.server.Store(&def)
@@ -148,10 +149,10 @@ func (q *queryMetrics) cell(key cellKey) *queryCell {
 	if c := q.cells[key]; c != nil {
 		return c
 	}
-	lk := latKey{key.zone, key.waited}
+	lk := latKey{key.zone, corednsType(key.qtype), key.waited}
 	l := q.lats[lk]
 	if l == nil {
-		l = &latCell{zone: lk.zone, upstream: lk.upstream}
+		l = &latCell{zone: lk.zone, typ: lk.typ, upstream: lk.upstream}
 		q.lats[lk] = l
 	}
 	c := &queryCell{key: key, lat: l}
@@ -186,11 +187,7 @@ func (q *queryMetrics) Collect(ch chan<- prometheus.Metric) {
 		for pf := range pfCount {
 			n := c.n[pf].Load()
 			total += n
-			typ := c.key.qtype
-			if !corednsTypes[typ] {
-				typ = "other"
-			}
-			req[[4]string{c.key.zone, pfLabels[pf][0], pfLabels[pf][1], typ}] += n
+			req[[4]string{c.key.zone, pfLabels[pf][0], pfLabels[pf][1], corednsType(c.key.qtype)}] += n
 		}
 		own[[2]string{c.key.qtype, c.key.rcode}] += total
 		resp[[3]string{c.key.zone, c.key.rcode, c.key.plugin}] += total
@@ -214,7 +211,7 @@ func (q *queryMetrics) Collect(ch chan<- prometheus.Metric) {
 		slots []uint64
 		ns    uint64
 	}
-	add := func(m map[string]*sums, k string, l *latCell) {
+	add := func(m map[[2]string]*sums, k [2]string, l *latCell) {
 		s := m[k]
 		if s == nil {
 			s = &sums{slots: make([]uint64, len(unionBuckets)+1)}
@@ -225,31 +222,39 @@ func (q *queryMetrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		s.ns += l.sumNs.Load()
 	}
-	zones, sources := map[string]*sums{}, map[string]*sums{"memory": nil}
+	zones, sources := map[[2]string]*sums{}, map[[2]string]*sums{{"memory"}: nil}
 	for _, l := range lats {
-		add(zones, l.zone, l)
+		add(zones, [2]string{l.zone, l.typ}, l)
 		source := "memory"
 		if l.upstream {
 			source = "upstream"
 		}
-		add(sources, source, l)
+		add(sources, [2]string{source}, l)
 	}
-	for zone, s := range zones {
+	for k, s := range zones {
 		count, buckets := cumulative(s.slots, corednsBuckets)
-		ch <- prometheus.MustNewConstHistogram(q.cdLat, count, float64(s.ns)/1e9, buckets, server, zone, "")
+		ch <- prometheus.MustNewConstHistogram(q.cdLat, count, float64(s.ns)/1e9, buckets, server, k[0], "", k[1])
 	}
-	for source, s := range sources {
+	for k, s := range sources {
 		if s == nil {
 			s = &sums{slots: make([]uint64, len(unionBuckets)+1)}
 		}
 		count, buckets := cumulative(s.slots, ownBuckets)
-		ch <- prometheus.MustNewConstHistogram(q.ownLat, count, float64(s.ns)/1e9, buckets, source)
+		ch <- prometheus.MustNewConstHistogram(q.ownLat, count, float64(s.ns)/1e9, buckets, k[0])
 	}
 }
 
 type latKey struct {
-	zone     string
-	upstream bool
+	zone, typ string
+	upstream  bool
+}
+
+// corednsType is CoreDNS's type label of a question type.
+func corednsType(qtype string) string {
+	if corednsTypes[qtype] {
+		return qtype
+	}
+	return "other"
 }
 
 // cumulative turns counts per slot of unionBuckets into a histogram's

@@ -71,10 +71,12 @@ func TestCoreDNSMetrics(t *testing.T) {
 		`coredns_dns_responses_total{plugin="etcd",rcode="NXDOMAIN",` + server + `,view="",zone="cluster.local."} 1`,
 		`coredns_dns_responses_total{plugin="",rcode="REFUSED",` + server + `,view="",zone="."} 1`,
 		`coredns_dns_responses_total{plugin="",rcode="FORMERR",` + server + `,view="",zone="."} 1`,
-		`coredns_dns_request_duration_seconds_count{` + server + `,view="",zone="cluster.local."} 4`,
-		`coredns_dns_request_duration_seconds_count{` + server + `,view="",zone="."} 2`,
-		`coredns_dns_request_duration_seconds_bucket{` + server + `,view="",zone="cluster.local.",le="0.00025"}`,
-		`coredns_dns_request_duration_seconds_bucket{` + server + `,view="",zone="cluster.local.",le="8.192"} 4`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,type="A",view="",zone="cluster.local."} 3`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,type="other",view="",zone="cluster.local."} 1`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,type="A",view="",zone="."} 1`,
+		`coredns_dns_request_duration_seconds_count{` + server + `,type="other",view="",zone="."} 1`,
+		`coredns_dns_request_duration_seconds_bucket{` + server + `,type="A",view="",zone="cluster.local.",le="0.00025"}`,
+		`coredns_dns_request_duration_seconds_bucket{` + server + `,type="A",view="",zone="cluster.local.",le="8.192"} 3`,
 		`etcdns_dnsd_queries_total{qtype="A",rcode="NOERROR"} 3`,
 		`etcdns_dnsd_queries_total{qtype="none",rcode="FORMERR"} 1`,
 		`etcdns_dnsd_query_duration_seconds_bucket{source="memory",le="5e-06"}`,
@@ -162,8 +164,8 @@ func TestLatencyBySource(t *testing.T) {
 	for _, want := range []string{
 		`etcdns_dnsd_query_duration_seconds_count{source="memory"} 2`, // the second example.com from the forwarding cache
 		`etcdns_dnsd_query_duration_seconds_count{source="upstream"} 3`,
-		`coredns_dns_request_duration_seconds_count{server="dns://",view="",zone="."} 3`,
-		`coredns_dns_request_duration_seconds_count{server="dns://",view="",zone="in-addr.arpa."} 1`,
+		`coredns_dns_request_duration_seconds_count{server="dns://",type="A",view="",zone="."} 3`,
+		`coredns_dns_request_duration_seconds_count{server="dns://",type="A",view="",zone="in-addr.arpa."} 1`,
 	} {
 		if !strings.Contains(rec.Body.String(), want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
