@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
@@ -177,5 +179,38 @@ func TestLatencyBySource(t *testing.T) {
 				t.Log(l)
 			}
 		}
+	}
+}
+
+// TestServerLabelIsTheListenAddress: CoreDNS's server label is the
+// address as configured (dns://:53), not as bound (dns://[::]:53), so a
+// dashboard's server filter carries over; a port 0 is given as bound.
+func TestServerLabelIsTheListenAddress(t *testing.T) {
+	probe, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(probe.LocalAddr().String())
+	probe.Close()
+	for addr, want := range map[string]string{":" + port: "dns://:" + port, "127.0.0.1:0": ""} {
+		l, err := Listen(addr)
+		if err != nil {
+			t.Skipf("%s: %v", addr, err) // the port was taken meanwhile
+		}
+		if want == "" {
+			want = "dns://" + l.Addr
+		}
+		srv := New(func() *snap.Snapshot { return testSnapshot(t, 0) }, opts, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ctx, l) }()
+		for deadline := time.Now().Add(2 * time.Second); *srv.qm.server.Load() != want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if got := *srv.qm.server.Load(); got != want {
+			t.Errorf("listening on %s: server label %q, want %q", addr, got, want)
+		}
+		cancel()
+		<-done
 	}
 }

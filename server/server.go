@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -293,9 +294,10 @@ func rcodeLabel(r int) string {
 // Listener is the bound DNS address: UDP sockets (one per CPU, sharing the
 // port with SO_REUSEPORT where available) and one TCP listener.
 type Listener struct {
-	Addr string
-	udp  []*net.UDPConn
-	tcp  net.Listener
+	Addr  string
+	label string // the address as asked for, but a port 0 as bound: CoreDNS's server label is dns://:53, not dns://[::]:53
+	udp   []*net.UDPConn
+	tcp   net.Listener
 }
 
 // Listen binds addr for UDP and TCP. Port 0 picks one port for both.
@@ -316,6 +318,10 @@ func Listen(addr string) (*Listener, error) {
 		return nil, err
 	}
 	bound := l.Addr
+	l.label = addr
+	if _, port, _ := net.SplitHostPort(addr); port == "0" {
+		l.label = bound
+	}
 	for range runtime.GOMAXPROCS(0) - 1 {
 		pc, err := listenUDP(bound)
 		if err != nil {
@@ -344,7 +350,7 @@ func listenPair(addr string) (*Listener, error) {
 // Serve answers on l until ctx ends, then shuts down: in-flight queries
 // get their answers, new ones are not read.
 func (s *Server) Serve(ctx context.Context, l *Listener) error {
-	label := "dns://" + l.Addr // CoreDNS's server label, as dns://:53
+	label := "dns://" + cmp.Or(l.label, l.Addr)
 	s.qm.server.Store(&label)
 	tcp := &tcpServer{s: s, ln: l.tcp, idle: s.TCPIdle, maxConns: s.TCPMaxConns}
 	errs := make(chan error, len(l.udp)+1)
