@@ -85,7 +85,8 @@ func withdraw(ctx context.Context, cfg *config.Config, out io.Writer) error {
 		cancel()
 		switch {
 		case etcdclient.IsDenied(err):
-			log.Info("no permission in the federation tree, so nothing of this cluster's is there; not read", "range", r, "user", etcdclient.User(cfg.Etcd))
+			log.Warn("no permission to read the federation tree: not withdrawn from it. A cluster that never joined a federation has nothing there; one whose grant was taken away since may have left shards: withdraw again as a user that may read it",
+				"range", r, "user", etcdclient.User(cfg.Etcd))
 		case err != nil:
 			return fmt.Errorf("etcd: reading %s: %w", r, err)
 		default:
