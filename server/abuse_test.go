@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/etcdns/etcdns/internal/testdns"
+	"github.com/etcdns/etcdns/server/answer"
 	"github.com/etcdns/etcdns/server/forward"
 	"github.com/etcdns/etcdns/server/snap"
 )
@@ -807,5 +808,39 @@ func TestForwardCacheNeedsNoSlot(t *testing.T) {
 	out := (&worker{s: srv, from: from, pc: pc}).handle(b)
 	if out == nil || m.Unpack(out) != nil || m.Rcode != dns.RcodeSuccess || len(m.Answer) != 1 || asked.Load() != 1 {
 		t.Errorf("over UDP, every slot taken: %v; want the cached answer, the upstream asked once (%d)", &m, asked.Load())
+	}
+}
+
+// TestNotImpEchoesEDNS: NOTIMP to a sound message with an OPT record
+// carries an OPT record of dnsd's (RFC 6891 section 7: every answer to a
+// query with one does); to one without, or with a broken one, none.
+func TestNotImpEchoesEDNS(t *testing.T) {
+	srv := New(func() *snap.Snapshot { return testSnapshot(t, 0) }, opts, prometheus.NewRegistry(), discardLog)
+	const id = 0xbeef
+	for _, c := range []struct {
+		name string
+		b    []byte
+		opt  bool
+	}{
+		{"STATUS with OPT", cat(hdr(id, 2<<11|flagRD, 1, 0, 0, 1), kubernetesA, optRR(4096)), true},
+		{"UPDATE with a record and OPT", cat(hdr(id, 5<<11, 1, 0, 1, 1), question("cluster.local.", dns.TypeSOA),
+			[]byte{0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 4, 1, 2, 3, 4}, optRR(1232)), true},
+		{"STATUS without OPT", cat(hdr(id, 2<<11|flagRD, 1, 0, 0, 0), kubernetesA), false},
+		{"STATUS with two OPT records", cat(hdr(id, 2<<11|flagRD, 1, 0, 0, 2), kubernetesA, optRR(1232), optRR(1232)), false},
+		{"STATUS with OPT and junk after it", cat(hdr(id, 2<<11|flagRD, 1, 0, 0, 1), kubernetesA, optRR(1232), []byte("junk")), false},
+	} {
+		for _, w := range []*worker{{s: srv}, {s: srv, tcp: true}} {
+			var m dns.Msg
+			if err := m.Unpack(w.handle(c.b)); err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			opt := m.IsEdns0()
+			if m.Rcode != dns.RcodeNotImplemented || (opt != nil) != c.opt || len(m.Extra) > 1 {
+				t.Errorf("%s (TCP %v): %s, OPT %v; want NOTIMP, OPT %v", c.name, w.tcp, dns.RcodeToString[m.Rcode], opt, c.opt)
+			}
+			if opt != nil && (opt.UDPSize() != answer.EDNSSize || opt.Version() != 0 || opt.Do() || len(opt.Option) != 0) {
+				t.Errorf("%s: OPT %v; want dnsd's payload size, version 0, nothing else", c.name, opt)
+			}
+		}
 	}
 }

@@ -653,15 +653,16 @@ func (w *worker) respond(b []byte) []byte {
 
 // reject answers a message screen or miekg/dns turned down: its header
 // with QR set, its id, opcode, RD and CD, the rcode, and its question
-// when that is plain; nothing else of it, which may be junk. Built in
-// w.out, it allocates nothing.
+// when that is plain; nothing else of it, which may be junk, but for an
+// OPT record of dnsd's own to a sound message with one (NOTIMP). Built
+// in w.out, it allocates nothing.
 func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
 	var counter *queryCell
 	var rcode byte
 	switch v {
 	case formErr:
 		rcode, counter = dns.RcodeFormatError, w.s.formErrs
-	case notImp:
+	case notImp, notImpEDNS:
 		rcode, counter = dns.RcodeNotImplemented, w.s.notImps
 	default:
 		return nil
@@ -670,6 +671,12 @@ func (w *worker) reject(b []byte, v verdict, qend int, start time.Time) []byte {
 	if qend > 0 {
 		out[5] = 1
 		out = append(out, b[12:qend]...)
+	}
+	if v == notImpEDNS {
+		// An OPT of the root: dnsd's payload size, version 0, no flags,
+		// no options.
+		out[11] = 1
+		out = append(out, 0, 0, byte(dns.TypeOPT), byte(answer.EDNSSize>>8), byte(answer.EDNSSize&0xff), 0, 0, 0, 0, 0, 0)
 	}
 	w.out = out
 	w.count(start, counter)

@@ -144,10 +144,11 @@ func be16(b []byte) uint16 { return binary.BigEndian.Uint16(b) }
 type verdict int
 
 const (
-	accept  verdict = iota // well-formed: miekg/dns parses it and the engine answers
-	ignore                 // no header, or a response: never answered, as miekg/dns does
-	formErr                // FORMERR
-	notImp                 // NOTIMP: an opcode other than QUERY
+	accept     verdict = iota // well-formed: miekg/dns parses it and the engine answers
+	ignore                    // no header, or a response: never answered, as miekg/dns does
+	formErr                   // FORMERR
+	notImp                    // NOTIMP: an opcode other than QUERY
+	notImpEDNS                // NOTIMP, to a message with one OPT record, which the reply carries (RFC 6891 section 7)
 )
 
 // maxQuery is the largest query read whole, over UDP (a larger datagram is
@@ -161,7 +162,9 @@ const maxQuery = 4096
 // the message holds one, uncompressed, for the reply to echo; else 0.
 //
 // The rules are miekg/dns's DefaultMsgAcceptFunc (what CoreDNS answers):
-// QR set is ignored, an opcode other than QUERY gets NOTIMP, a question
+// QR set is ignored, an opcode other than QUERY gets NOTIMP (with an OPT
+// record when the message is sound and carries one, as RFC 6891 section 7
+// has every answer to one; CoreDNS's carries none), a question
 // count other than one, more than one answer or authority record or more
 // than two additional records get FORMERR. Beyond it a message that does
 // not parse as its counts say gets FORMERR here rather than from a failed
@@ -184,6 +187,10 @@ func screen(b []byte, udp bool) (v verdict, qend int) {
 		qend = plainQuestion(b)
 	}
 	if b[2]>>3&0xf != dns.OpcodeQuery {
+		// A sound message with OPT gets OPT back, NOTIMP or not.
+		if opts, ok := sections(b, int(qd), int(an), int(ns), int(ar)); ok && opts == 1 {
+			return notImpEDNS, qend
+		}
 		return notImp, qend
 	}
 	if qd != 1 {
@@ -192,33 +199,42 @@ func screen(b []byte, udp bool) (v verdict, qend int) {
 	if an > 1 || ns > 1 || ar > 2 {
 		return formErr, qend
 	}
-	off, ok := skipName(b, 12)
-	if !ok || off+4 > len(b) {
-		return formErr, qend
-	}
-	off += 4
-	opts := 0
-	for i := range int(an) + int(ns) + int(ar) {
-		owner := off
-		if off, ok = skipName(b, off); !ok || off+10 > len(b) {
-			return formErr, qend
-		}
-		rtype, rdata := be16(b[off:]), off+10
-		if off = rdata + int(be16(b[off+8:])); off > len(b) {
-			return formErr, qend
-		}
-		if rtype == dns.TypeOPT {
-			// Once, in the additional section, owned by the root, its
-			// options filling its data exactly (RFC 6891 6.1.1).
-			if opts++; opts > 1 || i < int(an)+int(ns) || b[owner] != 0 || !optionsFit(b[rdata:off]) {
-				return formErr, qend
-			}
-		}
-	}
-	if off != len(b) || udp && opts == 0 && len(b) > dns.MinMsgSize {
+	opts, ok := sections(b, 1, int(an), int(ns), int(ar))
+	if !ok || udp && opts == 0 && len(b) > dns.MinMsgSize {
 		return formErr, qend
 	}
 	return accept, qend
+}
+
+// sections walks the questions and records after the header, as counted:
+// false when they do not parse so, when octets follow the last, or when
+// an OPT record is not once, in the additional section, owned by the root,
+// its options filling its data exactly (RFC 6891 6.1.1); opts counts the
+// OPT records.
+func sections(b []byte, qd, an, ns, ar int) (opts int, ok bool) {
+	off := 12
+	for range qd {
+		if off, ok = skipName(b, off); !ok || off+4 > len(b) {
+			return 0, false
+		}
+		off += 4
+	}
+	for i := range an + ns + ar {
+		owner := off
+		if off, ok = skipName(b, off); !ok || off+10 > len(b) {
+			return 0, false
+		}
+		rtype, rdata := be16(b[off:]), off+10
+		if off = rdata + int(be16(b[off+8:])); off > len(b) {
+			return 0, false
+		}
+		if rtype == dns.TypeOPT {
+			if opts++; opts > 1 || i < an+ns || b[owner] != 0 || !optionsFit(b[rdata:off]) {
+				return 0, false
+			}
+		}
+	}
+	return opts, off == len(b)
 }
 
 // skipName returns the offset after the name at off. A pointer must point

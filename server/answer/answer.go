@@ -89,10 +89,6 @@ func AnswerTracked(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Cli
 		m.Question = []dns.Question{req.Question[0]}
 	}
 
-	if req.Opcode != dns.OpcodeQuery {
-		m.Rcode = dns.RcodeNotImplemented
-		return m, false
-	}
 	opt, opts := (*dns.OPT)(nil), 0
 	for _, rr := range req.Extra {
 		if o, ok := rr.(*dns.OPT); ok {
@@ -100,16 +96,20 @@ func AnswerTracked(s *snap.Snapshot, req *dns.Msg, o *Options, rot uint32, c Cli
 			opts++
 		}
 	}
-	if len(req.Question) != 1 || opts > 1 || opt != nil && opt.Hdr.Name != "." {
+	sound := opts <= 1 && (opt == nil || opt.Hdr.Name == ".")
+	if req.Opcode != dns.OpcodeQuery {
+		m.Rcode = dns.RcodeNotImplemented
+		if sound && opt != nil {
+			m.Extra = []dns.RR{ownOPT(opt)} // RFC 6891 section 7: an answer to a query with OPT has one
+		}
+		return m, false
+	}
+	if len(req.Question) != 1 || !sound {
 		m.Rcode = dns.RcodeFormatError
 		return m, false
 	}
 	if opt != nil {
-		r := new(dns.OPT)
-		r.Hdr = dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}
-		r.SetUDPSize(EDNSSize)
-		r.SetDo(opt.Do())
-		m.Extra = []dns.RR{r}
+		m.Extra = []dns.RR{ownOPT(opt)}
 		if opt.Version() != 0 {
 			m.Rcode = dns.RcodeBadVers
 			return m, false
@@ -479,4 +479,13 @@ func Fit(m *dns.Msg, size int) {
 		return
 	}
 	m.Truncate(size)
+}
+
+// ownOPT is the OPT record of an answer to a query with opt: dnsd's
+// payload size, and the DO bit as asked (RFC 3225).
+func ownOPT(opt *dns.OPT) *dns.OPT {
+	r := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+	r.SetUDPSize(EDNSSize)
+	r.SetDo(opt.Do())
+	return r
 }

@@ -468,3 +468,20 @@ func flags(m *dns.Msg) string {
 	}
 	return strings.Join(f, " ")
 }
+
+// TestNotImpCarriesOPT: the engine's NOTIMP to a query with one OPT has
+// one (RFC 6891 section 7), with the DO bit as asked; without, none.
+func TestNotImpCarriesOPT(t *testing.T) {
+	for _, edns := range []bool{false, true} {
+		m := new(dns.Msg).SetQuestion("kubernetes.default.svc.cluster.local.", dns.TypeA)
+		m.Opcode = dns.OpcodeNotify
+		if edns {
+			m.SetEdns0(4096, true)
+		}
+		r := Answer(nil, m, &testOptions, 0)
+		opt := r.IsEdns0()
+		if r.Rcode != dns.RcodeNotImplemented || (opt != nil) != edns || opt != nil && (opt.UDPSize() != EDNSSize || !opt.Do()) {
+			t.Errorf("EDNS %v: %s, OPT %v", edns, dns.RcodeToString[r.Rcode], opt)
+		}
+	}
+}
