@@ -3,7 +3,6 @@ package snap
 import (
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/etcdns/etcdns/server/skydns"
 )
@@ -120,7 +119,7 @@ func (b *Batch) mutableAt(name string, h uint64, n *Node) *Node {
 	b.touched = append(b.touched, c)
 	if n == nil {
 		b.link(name, 1)
-		if label, parent, _ := strings.Cut(name, "."); label == countedLabel && name != b.z.Name {
+		if parent, ok := b.z.tcpParent(name); ok {
 			// The names below it that its parent counted are its own now.
 			p := b.mutable(parent)
 			c.kids, p.one[0].under = int32(p.one[0].under), 0
@@ -180,8 +179,8 @@ func (b *Batch) link(name string, delta int32) {
 // counts returns the parent of p when that parent counts the names below
 // p: p is a _tcp name, not the apex, with no node.
 func (b *Batch) counts(p string) (string, bool) {
-	label, gp, _ := strings.Cut(p, ".")
-	if label != countedLabel || p == b.z.Name || b.z.nodeAt(p, hashOf(p)) != nil {
+	gp, ok := b.z.tcpParent(p)
+	if !ok || b.z.nodeAt(p, hashOf(p)) != nil {
 		return "", false
 	}
 	return gp, true

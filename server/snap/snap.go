@@ -232,8 +232,8 @@ func (z *Zone) Node(name string) *Node {
 // comes or goes). Its Name is the caller's string: NameHeld, not Node, is
 // for the names nodes hold.
 func (z *Zone) uncounted(name string) *Node {
-	label, parent, ok := strings.Cut(name, ".")
-	if !ok || label != countedLabel || name == z.Name {
+	parent, ok := z.tcpParent(name)
+	if !ok {
 		return nil
 	}
 	p := z.nodeAt(parent, hashOf(parent))
@@ -241,6 +241,13 @@ func (z *Zone) uncounted(name string) *Node {
 		return nil
 	}
 	return &Node{Name: name, kids: int32(p.one[0].under), batch: p.batch}
+}
+
+// tcpParent returns the parent of a _tcp name (countedLabel), which may
+// count the names below it; false for any other name and for the apex.
+func (z *Zone) tcpParent(name string) (string, bool) {
+	label, parent, ok := strings.Cut(name, ".")
+	return parent, ok && label == countedLabel && name != z.Name
 }
 
 // NameHeld returns the string the node of a canonical name holds as its
